@@ -1,0 +1,170 @@
+"""CPUs that run tasks: per-CPU run queues, sleeping and waking, preemption
+points, context switches counted.
+
+The model of ``kernel/sched/core.c`` is deliberately small: each CPU runs one
+task at a time; a task that sleeps (``schedule()`` from a sleeping lock) gives
+its CPU to the next task on the CPU's run queue; a woken task runs after
+``wakeup_ns`` if its CPU is idle, or waits on the run queue. A task that
+*spins* keeps its CPU (spinning is busy time). Preemption only happens at
+explicit preemption points (``cond_resched()``, return to user space), where
+a task with ``need_resched`` set switches out — exactly the points a
+non-preemptible (CONFIG_PREEMPT_NONE / VOLUNTARY) server kernel has.
+
+Context switches are counted for the task switched *out* (as perf's
+``context-switches`` software event does, in ``perf_event_task_sched_out``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any
+
+from mmsim.engine.core import PARK, Engine, Task
+from mmsim.metrics.counters import CONTEXT_SWITCHES, Counters
+
+
+class Cpu:
+    __slots__ = ("id", "current", "runqueue", "need_resched", "idle_since", "idle_ns")
+
+    def __init__(self, cpu_id: int) -> None:
+        self.id = cpu_id
+        self.current: Task | None = None
+        self.runqueue: deque[Task] = deque()
+        self.need_resched = False
+        self.idle_since = 0
+        self.idle_ns = 0
+
+
+class Scheduler:
+    """Per-CPU run queues on top of an :class:`Engine`.
+
+    ``ctx_switch_ns`` is charged (as ``__schedule``) to the task switched in;
+    ``wakeup_ns`` is the latency from ``try_to_wake_up`` until an idle CPU
+    runs the woken task (IPI, idle exit).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        ncpus: int,
+        counters: Counters,
+        ctx_switch_ns: int,
+        wakeup_ns: int,
+    ) -> None:
+        self.engine = engine
+        self.cpus = [Cpu(i) for i in range(ncpus)]
+        self.counters = counters
+        self.ctx_switch_ns = ctx_switch_ns
+        self.wakeup_ns = wakeup_ns
+        engine.on_exit(self._exit)
+
+    # -- task lifetime ----------------------------------------------------
+    def spawn(self, task: Task, gen: Generator[Any, Any, None], delay: int = 0) -> None:
+        """Make ``task`` runnable on ``task.cpu`` after ``delay`` ns."""
+        task.gen = gen
+        task.state = "sleeping"
+        if delay:
+            self.engine.call_at(self.engine.now + delay, self._enqueue, task)
+        else:
+            self._enqueue(task)
+
+    def _enqueue(self, task: Task) -> None:
+        cpu = self.cpus[task.cpu]
+        task.state = "runnable"
+        if task.started_at < 0:
+            task.started_at = self.engine.now
+        if cpu.current is None:
+            cpu.idle_ns += self.engine.now - cpu.idle_since
+            cpu.current = task
+            self.engine.wake(task, 0)
+        else:
+            cpu.runqueue.append(task)
+            cpu.need_resched = True
+
+    def _exit(self, task: Task) -> None:
+        cpu = self.cpus[task.cpu]
+        if cpu.current is task:
+            self._switch_to_next(cpu)
+
+    def _switch_to_next(self, cpu: Cpu) -> None:
+        cpu.current = None
+        cpu.need_resched = False
+        if cpu.runqueue:
+            nxt = cpu.runqueue.popleft()
+            cpu.current = nxt
+            cpu.need_resched = bool(cpu.runqueue)
+            nxt.state = "running"
+            cost = self.counters.busy(cpu.id, "__schedule", self.ctx_switch_ns)
+            self.engine.wake(nxt, cost, nxt.data.pop("wake_value", None))
+        else:
+            cpu.idle_since = self.engine.now
+
+    # -- sleeping and waking (used by sleeping locks) ------------------------
+    def sleep(self, task: Task) -> Any:
+        """``schedule()`` from TASK_UNINTERRUPTIBLE: give up the CPU. Yield the result."""
+        cpu = self.cpus[task.cpu]
+        task.state = "sleeping"
+        self.counters.perf[cpu.id][CONTEXT_SWITCHES] += 1
+        if cpu.current is task:
+            self._switch_to_next(cpu)
+        return PARK
+
+    def wake_up(self, task: Task, value: Any = None) -> None:
+        """``wake_up_process``: make a sleeping task run again on its CPU."""
+        cpu = self.cpus[task.cpu]
+        task.state = "runnable"
+        if cpu.current is None:
+            cpu.idle_ns += self.engine.now - cpu.idle_since
+            cpu.current = task
+            task.state = "running"
+            cost = self.wakeup_ns + self.counters.busy(cpu.id, "__schedule", self.ctx_switch_ns)
+            self.engine.wake(task, cost, value)
+        else:
+            task.data["wake_value"] = value
+            cpu.runqueue.append(task)
+            cpu.need_resched = True
+
+    # -- preemption ----------------------------------------------------------
+    def cond_resched(self, task: Task) -> Generator[Any, Any, None]:
+        """A preemption point: if another task wants this CPU, switch to it.
+
+        Use as ``if sched.cpus[t.cpu].need_resched: yield from sched.cond_resched(t)``
+        so the common case costs one attribute test.
+        """
+        cpu = self.cpus[task.cpu]
+        if not cpu.runqueue:
+            cpu.need_resched = False
+            return
+        self.counters.perf[cpu.id][CONTEXT_SWITCHES] += 1
+        task.state = "runnable"
+        cpu.runqueue.append(task)
+        self._switch_to_next(cpu)
+        yield PARK
+
+    def run_kernel_work(self, cpu_id: int, func: str, ns: int) -> None:
+        """Queue a short kernel-thread work item (a kworker) on ``cpu_id``.
+
+        The kworker runs for ``ns`` in ``func``. If the CPU is idle it runs at
+        once; otherwise the current task is asked to reschedule and the kworker
+        runs at that task's next preemption point.
+        """
+        kw = Task(-1 - cpu_id, f"kworker/{cpu_id}", cpu=cpu_id)
+        counters = self.counters
+
+        def body() -> Generator[Any, Any, None]:
+            yield counters.busy(cpu_id, func, ns)
+
+        kw.gen = body()
+        self._enqueue(kw)
+
+    def periodic(self, period_ns: int, fn: Callable[[int], None], until: Callable[[], bool]) -> None:
+        """Call ``fn(now)`` every ``period_ns`` while ``until()`` is False."""
+
+        def tick(_: Any) -> None:
+            if until():
+                return
+            fn(self.engine.now)
+            self.engine.call_at(self.engine.now + period_ns, tick)
+
+        self.engine.call_at(self.engine.now + period_ns, tick)

@@ -1,0 +1,19 @@
+"""User-facing errors. The CLI turns a :class:`UserError` into one line on
+stderr and exit code 2; the library raises it for anything a user typed
+(CLI args, ``-p``/``--set`` values, YAML files) before any simulation runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class UserError(ValueError):
+    """Bad input. ``field`` names what was wrong, ``allowed`` what would be accepted."""
+
+    def __init__(self, field: str, value: object, allowed: str | Iterable[str]) -> None:
+        if not isinstance(allowed, str):
+            allowed = ", ".join(str(a) for a in allowed)
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}: invalid value {value!r}; allowed: {allowed}")

@@ -1,0 +1,211 @@
+"""Kernels as named policy sets; patches as named deltas with upstream ids.
+
+A *policy* is one modelled behaviour that changed between kernels (which
+spinlock implementation, whether the PMD page-table lock is split, ...).
+A *kernel* is a base version's full policy set; a *patch* is a delta to a
+few policies with its upstream commit id and subject. ``resolve`` applies
+patches and ``--set`` overrides on top of a kernel, validating every name
+and value, so both arms of an A/B run differ only by the policy under test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mmsim.errors import UserError
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    allowed: tuple[str, ...]  # empty: a non-negative integer
+    help: str
+
+    def check(self, value: str, where: str) -> str:
+        value = str(value)
+        if self.allowed:
+            if value not in self.allowed:
+                raise UserError(f"{where}.{self.name}", value, self.allowed)
+        elif not value.isdigit():
+            raise UserError(f"{where}.{self.name}", value, "a non-negative integer")
+        return value
+
+
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("spinlock", ("ticket", "queued"),
+               "spinlock implementation: ticket (x86 v2.6.25..v4.1) or queued/MCS (qspinlock, v4.2+)"),
+        Policy("pmd_ptl", ("mm", "split"),
+               "PMD-level page table lock: mm->page_table_lock, or one per PMD table (e009bb30c8df, v3.13)"),
+        Policy("pte_ptl", ("split", "mm"),
+               "PTE-level page table lock: one per PTE table (USE_SPLIT_PTE_PTLOCKS) or mm-wide"),
+        Policy("thp", ("always", "madvise", "never"), "/sys/kernel/mm/transparent_hugepage/enabled"),
+        Policy("rwsem_spin_on_owner", ("off", "on"),
+               "rwsem writer optimistic spinning (4fc828e24cd9, v3.16)"),
+        Policy("hugetlb_fault_lock", ("instantiation-mutex", "fault-mutex-table"),
+               "hugetlb fault serialisation: one global mutex, or the hashed table (8382d914ebf7, v3.15)"),
+        Policy("nr_ptes_atomic", ("off", "on"),
+               "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL"),
+        Policy("stat_interval_ms", (), "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Patch:
+    commit: str
+    subject: str
+    changes: dict[str, str]
+    version: str = ""  # first release containing it
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    base: str
+    policies: dict[str, str]
+    patches: tuple[str, ...] = ()
+    description: str = ""
+
+
+PATCHES: dict[str, Patch] = {
+    p.commit: p
+    for p in (
+        Patch("e009bb30c8df", "mm: implement split page table lock for PMD level",
+              {"pmd_ptl": "split"}, "v3.13"),
+        Patch("e1f56c89b040", "mm: convert mm->nr_ptes to atomic_long_t", {"nr_ptes_atomic": "on"}, "v3.13"),
+        Patch("8382d914ebf7", "mm, hugetlb: improve page-fault scalability",
+              {"hugetlb_fault_lock": "fault-mutex-table"}, "v3.15"),
+        Patch("4fc828e24cd9", "locking/rwsem: Support optimistic spinning",
+              {"rwsem_spin_on_owner": "on"}, "v3.16"),
+        Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
+              {"spinlock": "queued"}, "v4.2"),
+    )
+}
+
+_V312 = {
+    "spinlock": "ticket",
+    "pmd_ptl": "mm",
+    "pte_ptl": "split",
+    "thp": "always",
+    "rwsem_spin_on_owner": "off",
+    "hugetlb_fault_lock": "instantiation-mutex",
+    "nr_ptes_atomic": "off",
+    "stat_interval_ms": "1000",
+}
+
+
+def _apply(base: dict[str, str], patches: tuple[str, ...]) -> dict[str, str]:
+    out = dict(base)
+    for p in patches:
+        out.update(PATCHES[p].changes)
+    return out
+
+
+def _release(name: str, upto: str) -> Kernel:
+    """A release = v3.12 plus every catalogued patch merged at or before it."""
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v[1:].split("."))
+
+    pts = tuple(c for c, p in PATCHES.items() if key(p.version) <= key(upto))
+    return Kernel(name, name, _apply(_V312, pts), pts, f"Linux {name} (policies of catalogued patches merged by {name})")
+
+
+KERNELS: dict[str, Kernel] = {
+    k.name: k
+    for k in (
+        Kernel("v3.12", "v3.12", dict(_V312), (), "Linux v3.12: ticket spinlocks, mm-wide PMD lock"),
+        _release("v3.13", "v3.13"),
+        _release("v4.13", "v4.13"),
+        _release("v4.14", "v4.14"),
+        _release("v5.6", "v5.6"),
+        _release("v5.7", "v5.7"),
+        _release("v6.6", "v6.6"),
+        _release("v6.7", "v6.7"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ResolvedKernel:
+    name: str
+    policies: dict[str, str]
+    patches: tuple[str, ...] = field(default=())
+
+    def get(self, name: str) -> str:
+        return self.policies[name]
+
+    def flag(self, name: str) -> bool:
+        return self.policies[name] == "on"
+
+
+def load_kernel_yaml(path: str | Path) -> Kernel:
+    """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``."""
+    p = Path(path)
+    try:
+        data: Any = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
+        raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
+    if not isinstance(data, dict):
+        raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
+    extra = set(data) - {"name", "base", "patches", "policies", "description"}
+    if extra:
+        raise UserError(f"{p.name}: {sorted(extra)[0]}", "unknown key", "name, base, patches, policies, description")
+    base = str(data.get("base", ""))
+    if base not in KERNELS:
+        raise UserError(f"{p.name}: base", base, sorted(KERNELS))
+    patches = data.get("patches") or []
+    if not isinstance(patches, list):
+        raise UserError(f"{p.name}: patches", patches, "a list of patch commit ids")
+    pol = data.get("policies") or {}
+    if not isinstance(pol, dict):
+        raise UserError(f"{p.name}: policies", pol, "a mapping policy: value")
+    r = resolve(base, [str(x) for x in patches], {str(k): str(v) for k, v in pol.items()}, where=p.name)
+    return Kernel(str(data.get("name", p.stem)), base, r.policies, r.patches, str(data.get("description", "")))
+
+
+def resolve(
+    kernel: str,
+    patches: list[str] | tuple[str, ...] = (),
+    overrides: dict[str, str] | None = None,
+    where: str = "--set",
+) -> ResolvedKernel:
+    """Kernel name or YAML path + patches + ``--set`` overrides → policies."""
+    if kernel in KERNELS:
+        k = KERNELS[kernel]
+    elif kernel.endswith((".yaml", ".yml")) or Path(kernel).is_file():
+        k = load_kernel_yaml(kernel)
+    else:
+        raise UserError("kernel", kernel, sorted(KERNELS) + ["or a kernel YAML file"])
+    pol = dict(k.policies)
+    applied = list(k.patches)
+    for pid in patches:
+        match = [c for c in PATCHES if c.startswith(pid) and len(pid) >= 7]
+        if len(match) != 1:
+            raise UserError("patch", pid, sorted(PATCHES))
+        pol.update(PATCHES[match[0]].changes)
+        applied.append(match[0])
+    for name, value in (overrides or {}).items():
+        if name not in POLICIES:
+            raise UserError(f"{where}", name, sorted(POLICIES))
+        pol[name] = POLICIES[name].check(value, where)
+    label = k.name + "".join(f"+{p[:12]}" for p in patches)
+    if overrides:
+        label += "".join(f",{a}={b}" for a, b in sorted(overrides.items()))
+    return ResolvedKernel(label, pol, tuple(applied))
+
+
+def list_kernels() -> list[Kernel]:
+    return list(KERNELS.values())
+
+
+def list_patches() -> list[Patch]:
+    return list(PATCHES.values())

@@ -1,0 +1,245 @@
+"""The machine as composed, role-named, frozen parts (gem5 stdlib style).
+
+Units are in field names. Every part validates itself in ``__post_init__``
+and raises ``ValueError`` naming the field, so a bad preset or YAML file
+fails before anything runs.
+
+CPU numbering follows Linux on Intel servers: logical CPU ``c`` is core
+``c % ncores`` (cores numbered socket by socket) and SMT thread
+``c // ncores``; the SMT siblings of CPUs 0..ncores-1 are ncores..2*ncores-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class MemoryType(str, Enum):
+    DRAM = "DRAM"
+    PMEM = "PMEM"
+
+
+def _positive(obj: object, *names: str) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"{type(obj).__name__}.{n} must be a positive number, got {v!r}")
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One cache level. ``shared_by`` = logical CPUs sharing one instance."""
+
+    name: str  # "L1d", "L2", "L3"
+    size_kib: int
+    ways: int
+    line_bytes: int
+    shared_by: int
+    latency_ns: float
+
+    def __post_init__(self) -> None:
+        if self.name not in ("L1d", "L2", "L3"):
+            raise ValueError(f"CacheLevel.name must be one of L1d, L2, L3, got {self.name!r}")
+        _positive(self, "size_kib", "ways", "line_bytes", "shared_by", "latency_ns")
+        if self.line_bytes & (self.line_bytes - 1):
+            raise ValueError(f"CacheLevel.line_bytes must be a power of two, got {self.line_bytes}")
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    """A NUMA node: memory of one type, and the CPUs local to it (none for PMEM)."""
+
+    id: int
+    memory_gib: float
+    mem_type: MemoryType
+    latency_ns: float  # idle load-to-use latency from a local CPU
+    read_bw_gbs: float  # sustainable read bandwidth of the node's memory (GB/s)
+    write_bw_gbs: float  # sustainable write (store/clear) bandwidth (GB/s)
+    socket: int  # socket whose memory controller owns it
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, int) or self.id < 0:
+            raise ValueError(f"NumaNode.id must be an int >= 0, got {self.id!r}")
+        _positive(self, "memory_gib", "latency_ns", "read_bw_gbs", "write_bw_gbs")
+        if not isinstance(self.mem_type, MemoryType):
+            object.__setattr__(self, "mem_type", MemoryType(self.mem_type))
+
+
+@dataclass(frozen=True)
+class Socket:
+    """A processor package: ``cores`` cores of ``threads_per_core`` SMT threads."""
+
+    id: int
+    cores: int
+    threads_per_core: int
+    node: int  # the DRAM NUMA node of this socket
+
+    def __post_init__(self) -> None:
+        _positive(self, "cores", "threads_per_core")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Per-machine costs of the primitive operations the kernel model charges.
+
+    * ``line_xfer_*_ns``: moving a modified cache line from one CPU to another
+      (the cost of a contended atomic / lock hand-off) — between SMT siblings,
+      within a socket, and to the nearest other socket; farther sockets scale
+      by the SLIT distance ratio (SLIT is defined as relative latency).
+    * ``core_clear_gbs``: bandwidth of one core clearing/copying pages
+      (``clear_page_erms``), capped by the node's write bandwidth when shared.
+    * ``ctx_switch_ns`` / ``wakeup_ns``: a context switch, and the latency from
+      ``wake_up_process`` to the woken task running on an idle CPU.
+    * ``page_fault_ns``: exception entry/exit plus handle_mm_fault bookkeeping
+      excluding locks, allocation and clearing (those are charged separately).
+    """
+
+    line_xfer_smt_ns: float
+    line_xfer_socket_ns: float
+    line_xfer_remote_ns: float
+    core_clear_gbs: float
+    ctx_switch_ns: float
+    wakeup_ns: float
+    page_fault_ns: float
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        _positive(
+            self,
+            "line_xfer_smt_ns",
+            "line_xfer_socket_ns",
+            "line_xfer_remote_ns",
+            "core_clear_gbs",
+            "ctx_switch_ns",
+            "wakeup_ns",
+            "page_fault_ns",
+        )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A whole machine: sockets, caches, NUMA nodes, SLIT distances, costs."""
+
+    name: str
+    description: str
+    freq_ghz: float
+    sockets: tuple[Socket, ...]
+    caches: tuple[CacheLevel, ...]
+    nodes: tuple[NumaNode, ...]
+    distances: tuple[tuple[int, ...], ...]  # SLIT, nodes x nodes, local = 10
+    cost: CostModel
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("Machine.name must be a non-empty string")
+        _positive(self, "freq_ghz")
+        object.__setattr__(self, "sockets", tuple(self.sockets))
+        object.__setattr__(self, "caches", tuple(self.caches))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "distances", tuple(tuple(r) for r in self.distances))
+        if not self.sockets:
+            raise ValueError("Machine.sockets must list at least one socket")
+        if not self.nodes:
+            raise ValueError("Machine.nodes must list at least one NUMA node")
+        for i, s in enumerate(self.sockets):
+            if s.id != i:
+                raise ValueError(f"Machine.sockets[{i}].id must be {i}, got {s.id}")
+            if not 0 <= s.node < len(self.nodes):
+                raise ValueError(f"Machine.sockets[{i}].node {s.node} is not a node id (0..{len(self.nodes) - 1})")
+        for i, n in enumerate(self.nodes):
+            if n.id != i:
+                raise ValueError(f"Machine.nodes[{i}].id must be {i}, got {n.id}")
+            if not 0 <= n.socket < len(self.sockets):
+                raise ValueError(f"Machine.nodes[{i}].socket {n.socket} is not a socket id")
+        tpc = {s.threads_per_core for s in self.sockets}
+        cores = {s.cores for s in self.sockets}
+        if len(tpc) != 1 or len(cores) != 1:
+            raise ValueError("Machine.sockets must all have the same cores and threads_per_core")
+        nn = len(self.nodes)
+        if len(self.distances) != nn or any(len(r) != nn for r in self.distances):
+            raise ValueError(f"Machine.distances must be a {nn}x{nn} matrix (one row per node)")
+        for i in range(nn):
+            if self.distances[i][i] != 10:
+                raise ValueError(f"Machine.distances[{i}][{i}] must be 10 (SLIT local distance)")
+            for j in range(nn):
+                d = self.distances[i][j]
+                if not isinstance(d, int) or d < 10 or (i != j and d == 10):
+                    raise ValueError(f"Machine.distances[{i}][{j}] must be an int > 10 off the diagonal, got {d!r}")
+        names = [c.name for c in self.caches]
+        if len(set(names)) != len(names) or "L3" not in names:
+            raise ValueError("Machine.caches must have distinct levels and include L3")
+        # Derived lookup tables (not fields: they are recomputed, never serialised).
+        ncores_s = self.sockets[0].cores
+        t = self.sockets[0].threads_per_core
+        ncores = ncores_s * len(self.sockets)
+        cpu_socket = tuple((c % ncores) // ncores_s for c in range(ncores * t))
+        object.__setattr__(self, "_cpu_socket", cpu_socket)
+        object.__setattr__(self, "_cpu_core", tuple(c % ncores for c in range(ncores * t)))
+        xs = self._socket_xfer_table()
+        object.__setattr__(self, "_socket_xfer", xs)
+
+    # -- topology ---------------------------------------------------------
+    @property
+    def ncpus(self) -> int:
+        s = self.sockets[0]
+        return len(self.sockets) * s.cores * s.threads_per_core
+
+    @property
+    def ncores(self) -> int:
+        return len(self.sockets) * self.sockets[0].cores
+
+    def cpu_socket(self, cpu: int) -> int:
+        return self._cpu_socket[cpu]  # type: ignore[attr-defined,no-any-return]
+
+    def cpu_node(self, cpu: int) -> int:
+        return self.sockets[self.cpu_socket(cpu)].node
+
+    def cache(self, name: str) -> CacheLevel:
+        for c in self.caches:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def node_cpus(self, node: int) -> list[int]:
+        return [c for c in range(self.ncpus) if self.cpu_node(c) == node]
+
+    # -- costs --------------------------------------------------------------
+    def _socket_xfer_table(self) -> tuple[tuple[float, ...], ...]:
+        c = self.cost
+        ns = len(self.sockets)
+        remote = [
+            self.distances[self.sockets[a].node][self.sockets[b].node]
+            for a in range(ns)
+            for b in range(ns)
+            if a != b
+        ]
+        dmin = min(remote) if remote else 20
+        rows = []
+        for a in range(ns):
+            na = self.sockets[a].node
+            row = []
+            for b in range(ns):
+                if a == b:
+                    row.append(c.line_xfer_socket_ns)
+                else:
+                    d = self.distances[na][self.sockets[b].node]
+                    row.append(c.line_xfer_remote_ns * d / dmin)
+            rows.append(tuple(row))
+        return tuple(rows)
+
+    def xfer_ns(self, src_cpu: int, dst_cpu: int) -> float:
+        """Cost of moving a modified cache line from ``src_cpu`` to ``dst_cpu``."""
+        if src_cpu == dst_cpu:
+            return 0.0
+        core = self._cpu_core  # type: ignore[attr-defined]
+        if core[src_cpu] == core[dst_cpu]:
+            return self.cost.line_xfer_smt_ns
+        s = self._cpu_socket  # type: ignore[attr-defined]
+        return self._socket_xfer[s[src_cpu]][s[dst_cpu]]  # type: ignore[attr-defined,no-any-return]
+
+    def llc_share_bytes(self) -> int:
+        """Bytes of LLC per logical CPU sharing it (the PCP free_high rule uses this)."""
+        l3 = self.cache("L3")
+        return l3.size_kib * 1024 // l3.shared_by

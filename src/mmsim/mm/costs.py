@@ -1,0 +1,45 @@
+"""Path lengths of kernel code between the modelled locks and memory traffic.
+
+These are the *instructions* of a kernel function body, converted to time
+with the machine clock: they do not depend on the machine and are the same
+for both arms of every experiment. They are small next to lock hand-offs and
+page clearing, and no result hinges on them. Numbers are estimates from
+the length of the C code paths named (instruction counts of the hot path
+with an IPC of ~1), marked as such; they are the first thing ``mmsim
+calibrate`` refines against native measurement.
+"""
+
+from __future__ import annotations
+
+# name -> (cycles, instructions); estimate: hot-path length of the function in the kernel source named.
+PATH_CYCLES: dict[str, tuple[int, int]] = {
+    # mm/memory.c handle_mm_fault + __handle_mm_fault walk (pgd/pud/pmd offset, vma checks). estimate
+    "handle_mm_fault": (300, 300),
+    # arch/x86/mm/fault.c __do_page_fault: find_vma + access checks. estimate
+    "__do_page_fault": (200, 200),
+    # mm/memory.c do_anonymous_page minus alloc/clear/lock: mk_pte, set_pte_at, rmap, lru add. estimate
+    "do_anonymous_page": (400, 400),
+    # mm/huge_memory.c __do_huge_pmd_anonymous_page under the PMD lock: mk_huge_pmd, set_pmd_at,
+    # page_add_new_anon_rmap, pgtable deposit. estimate
+    "__do_huge_pmd_anonymous_page": (300, 300),
+    # mm/page_alloc.c __rmqueue_smallest / expand for one block, under zone->lock. estimate
+    "__rmqueue": (150, 150),
+    # mm/page_alloc.c buffered_rmqueue / rmqueue_pcplist fast path, no zone lock. estimate
+    "rmqueue_pcplist": (60, 60),
+    # mm/mmap.c do_mmap_pgoff + get_unmapped_area + vma_link. estimate
+    "do_mmap_pgoff": (2000, 2000),
+    # kernel/fork.c copy_process for CLONE_VM threads. estimate
+    "copy_process": (20000, 20000),
+    # mm/hugetlb.c hugetlb_fault + hugetlb_no_page bookkeeping (page cache / rmap). estimate
+    "hugetlb_no_page": (600, 600),
+    # mm/hugetlb.c dequeue_huge_page_node under hugetlb_lock. estimate
+    "dequeue_huge_page_node": (150, 150),
+    # mm/vmstat.c refresh_cpu_vm_stats: fold per-cpu diffs of every zone/node item. estimate
+    "refresh_cpu_vm_stats": (4000, 4000),
+}
+
+
+def path(name: str, freq_ghz: float) -> tuple[int, int]:
+    """(ns, instructions) of the path ``name`` on a clock of ``freq_ghz``."""
+    cyc, ins = PATH_CYCLES[name]
+    return int(cyc / freq_ghz), ins

@@ -1,0 +1,82 @@
+"""Address spaces: ``mm_struct``, VMAs and mmap (mm/mmap.c).
+
+``MmStruct`` holds ``mmap_sem`` (``mmap_lock`` since v5.8; an rwsem),
+``page_table_lock`` (a spinlock), the RSS counters (``mm->rss_stat``,
+atomics on a shared line) and the page tables. VMAs are ranges placed
+top-down from ``mmap_base`` by ``arch_get_unmapped_area_topdown`` — so a
+``malloc(512 MB)`` mapping starts wherever the previous one ended, not on a
+2 MiB boundary, which decides how many of its faults can be huge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from mmsim.engine.core import Task
+from mmsim.locks.rwsem import AtomicCounter, RwSem
+from mmsim.locks.spinlock import Spinlock
+from mmsim.mm.costs import path
+from mmsim.mm.pgtable import PageTables
+
+PAGE_SIZE = 4096
+# x86-64 TASK_SIZE (47-bit user space) less the stack gap: mmap_base of a process
+# with an 8 MiB stack rlimit, randomisation off (arch/x86/mm/mmap.c mmap_base()).
+MMAP_BASE = (1 << 47) - (1 << 12) - (128 << 20)
+
+
+@dataclass
+class Vma:
+    start: int
+    end: int
+    anon: bool = True
+    hugetlb: bool = False
+    thp_advised: bool = False  # MADV_HUGEPAGE
+    shared: bool = False
+    name: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+class MmStruct:
+    """One address space, shared by the threads of a process."""
+
+    def __init__(self, system: Any, home_cpu: int) -> None:
+        self.system = system
+        self.home_cpu = home_cpu
+        locks = system.locks
+        self.mmap_sem = RwSem(locks, "&mm->mmap_sem", home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"))
+        self.page_table_lock = Spinlock(locks, "&mm->page_table_lock", system.spin_kind, home_cpu)
+        self.rss_stat = AtomicCounter(locks, "mm->rss_stat", home_cpu)
+        self.nr_ptes = AtomicCounter(locks, "mm->nr_ptes", home_cpu) if system.flag("nr_ptes_atomic") else None
+        self.vmas: list[Vma] = []
+        self.free_top = MMAP_BASE
+        self.pgtables = PageTables(self)
+
+    def find_vma(self, addr: int) -> Vma | None:
+        for v in self.vmas:
+            if v.start <= addr < v.end:
+                return v
+        return None
+
+    def get_unmapped_area(self, length: int, align: int = PAGE_SIZE) -> int:
+        """Top-down placement below the lowest mapping (no holes are reused)."""
+        start = (self.free_top - length) & ~(align - 1)
+        self.free_top = start
+        return start
+
+    def do_mmap(self, task: Task, length: int, **flags: Any) -> Generator[Any, Any, Vma]:
+        """``vm_mmap_pgoff``: take mmap_sem for write, place and link the VMA."""
+        length = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        align = (2 << 20) if flags.get("hugetlb") else PAGE_SIZE
+        yield self.mmap_sem.down_write(task)
+        start = self.get_unmapped_area(length, align)
+        vma = Vma(start, start + length, **flags)
+        self.vmas.append(vma)
+        ns, ins = path("do_mmap_pgoff", self.system.machine.freq_ghz)
+        yield self.system.counters.busy(task.cpu, "do_mmap_pgoff", ns, ins)
+        yield self.mmap_sem.up_write(task)
+        return vma

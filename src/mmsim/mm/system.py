@@ -1,0 +1,66 @@
+"""One simulated kernel instance on one machine: the run-wide context that
+every kernel function receives (engine, scheduler, counters, locks, memory
+bandwidth, page allocator, hugetlb pool, policies)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mmsim.engine.core import Engine
+from mmsim.engine.cpu import Scheduler
+from mmsim.kernels.catalog import ResolvedKernel
+from mmsim.locks.base import LockContext
+from mmsim.locks.spinlock import SpinlockKind
+from mmsim.machine.bandwidth import MemoryBandwidth
+from mmsim.machine.model import Machine
+from mmsim.metrics.counters import Counters
+from mmsim.mm.hugetlb import HugetlbPool
+from mmsim.mm.costs import path
+from mmsim.mm.page_alloc import PageAllocator
+
+
+class System:
+    def __init__(self, machine: Machine, kernel: ResolvedKernel, seed: int) -> None:
+        self.machine = machine
+        self.kernel = kernel
+        self.engine = Engine(seed)
+        self.counters = Counters(machine.ncpus)
+        c = machine.cost
+        self.sched = Scheduler(self.engine, machine.ncpus, self.counters, int(c.ctx_switch_ns), int(c.wakeup_ns))
+        self.locks = LockContext(self.engine, machine, self.counters, self.sched)
+        self.spin_kind = SpinlockKind(kernel.get("spinlock"))
+        self.bandwidth = MemoryBandwidth(machine)
+        self.page_alloc = PageAllocator(self)
+        self.hugetlb = HugetlbPool(self, 0)
+        self.elapsed_ns = -1  # set by the workload when the benchmark ends; else engine.now
+        self.workload_state: dict[str, Any] = {}
+
+    def policy(self, name: str) -> str:
+        return self.kernel.get(name)
+
+    def flag(self, name: str) -> bool:
+        return self.kernel.flag(name)
+
+    def set_hugetlb_pool(self, nr_hugepages: int) -> None:
+        self.hugetlb = HugetlbPool(self, nr_hugepages)
+
+    def start_vmstat_timer(self, done: Callable[[], bool]) -> None:
+        """``vmstat_update``: a deferrable kworker on every CPU each
+        ``vm.stat_interval`` (mm/vmstat.c, default HZ = 1 s), which preempts
+        the running task at its next preemption point."""
+        period = int(self.policy("stat_interval_ms")) * 1_000_000
+        if period <= 0:
+            return
+        sched = self.sched
+        busy_cpus = self._busy_cpus
+        work_ns, _ = path("refresh_cpu_vm_stats", self.machine.freq_ghz)
+
+        def tick(_now: int) -> None:
+            for cpu in busy_cpus():
+                sched.run_kernel_work(cpu, "vmstat_update", work_ns)
+
+        sched.periodic(period, tick, done)
+
+    def _busy_cpus(self) -> list[int]:
+        return [c.id for c in self.sched.cpus if c.current is not None]

@@ -1,0 +1,319 @@
+"""Text reports in the formats kernel people already read.
+
+* :func:`format_run` — ``perf stat`` counters, the benchmark's own metrics,
+  the top of a ``perf report`` cycle profile, a ``/proc/lock_stat``-like table
+  and one line about the simulation itself.
+* :func:`format_outcomes` — ``mmsim reproduce``: published vs simulated vs
+  band, a verdict per metric, and the mechanism notes.
+* :func:`format_machine` and the catalogue tables behind ``mmsim machines``,
+  ``kernels`` and ``workloads``.
+
+Everything here takes plain data (``RunResult.to_dict()``, ``Outcome.to_dict()``)
+or the frozen machine dataclasses, and returns a :data:`~mmsim.report.tables.Doc`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from mmsim.machine.model import Machine
+from mmsim.report.tables import Doc, Table, fmt_band, fmt_int, fmt_num
+
+#: Profile lines shown by ``mmsim run`` (perf report shows all; the top tells the story).
+PROFILE_TOP = 10
+#: Lock classes shown by ``mmsim run``, most wait time first.
+LOCKS_TOP = 12
+
+# -- mmsim run -----------------------------------------------------------------
+
+
+def command_line(run: Mapping[str, Any]) -> str:
+    """The benchmark invocation shown in the perf-stat header.
+
+    Uses ``run["command"]`` when the workload provides its real command line,
+    otherwise the workload name followed by its parameters.
+    """
+    cmd = run.get("command")
+    if cmd:
+        return str(cmd)
+    params = run.get("params") or {}
+    return " ".join([str(run.get("workload", "?")), *(f"{k}={v}" for k, v in params.items())])
+
+
+def _rate(count: float, seconds: float) -> str:
+    """perf stat's ``K/sec`` style rate of a software event over task-clock."""
+    if seconds <= 0:
+        return ""
+    r = count / seconds
+    for div, unit in ((1e9, "G/sec"), (1e6, "M/sec"), (1e3, "K/sec")):
+        if r >= div:
+            return f"{r / div:8.3f} {unit}"
+    return f"{r:8.3f} /sec"
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def _perf_comments(perf: Mapping[str, float]) -> dict[str, str]:
+    """The ``# ...`` column of perf stat, derived exactly as perf derives it."""
+    task_ms = float(perf.get("task-clock", 0.0))
+    elapsed = float(perf.get("seconds-time-elapsed", 0.0))
+    cycles = float(perf.get("cycles", 0.0))
+    task_s = task_ms / 1e3
+    out: dict[str, str] = {}
+    if (u := _ratio(task_ms, elapsed * 1e3)) is not None:
+        out["task-clock"] = f"{u:8.3f} CPUs utilized"
+    for name in ("context-switches", "cpu-migrations", "page-faults", "cache-references"):
+        if name in perf:
+            out[name] = _rate(float(perf[name]), task_s)
+    if (ghz := _ratio(cycles, task_ms * 1e6)) is not None:
+        out["cycles"] = f"{ghz:8.3f} GHz"
+    if (ipc := _ratio(float(perf.get("instructions", 0.0)), cycles)) is not None:
+        out["instructions"] = f"{ipc:8.2f}  insn per cycle"
+    miss = _ratio(float(perf.get("cache-misses", 0.0)), float(perf.get("cache-references", 0.0)))
+    if miss is not None:
+        out["cache-misses"] = f"{100 * miss:8.2f}% of all cache refs"
+    return out
+
+
+_PERF_ORDER = (
+    "task-clock", "context-switches", "cpu-migrations", "page-faults",
+    "cycles", "instructions", "cache-references", "cache-misses",
+)
+
+
+def perf_stat_block(run: Mapping[str, Any]) -> str:
+    """``perf stat`` output for a simulated run."""
+    perf: Mapping[str, float] = run.get("perf") or {}
+    comments = _perf_comments(perf)
+    where = ", ".join(str(run[k]) for k in ("machine", "kernel") if run.get(k))
+    lines = [f" Performance counter stats for '{command_line(run)}' ({where}):", ""]
+    for name in _PERF_ORDER:
+        if name not in perf:
+            continue
+        v = float(perf[name])
+        if name == "task-clock":
+            count, label = f"{v:,.2f}", f"msec {name}"
+        else:
+            count, label = fmt_int(v), f"     {name}"
+        note = comments.get(name, "")
+        lines.append((f"{count:>20} {label:<26}" + (f" # {note}" if note else "")).rstrip())
+    if "seconds-time-elapsed" in perf:
+        lines += ["", f"{float(perf['seconds-time-elapsed']):20.9f} seconds time elapsed"]
+    return "\n".join(lines)
+
+
+def metrics_table(metrics: Mapping[str, float]) -> Table:
+    t = Table(["metric", "value"], title="Benchmark metrics:")
+    t.rows = [[k, fmt_num(v)] for k, v in metrics.items()]
+    return t
+
+
+def profile_block(profile: Sequence[Mapping[str, Any]], top: int = PROFILE_TOP) -> str:
+    """The head of ``perf report --sort symbol``: overhead and symbol."""
+    lines = [f"# Top {min(top, len(profile))} of {len(profile)} functions by cycles", "# Overhead  Symbol"]
+    lines += [f"  {float(p['percent']):6.2f}%  {p['symbol']}" for p in profile[:top]]
+    return "\n".join(lines)
+
+
+def locks_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) -> Table:
+    """``/proc/lock_stat``: one row per lock class, most total wait first."""
+    t = Table(
+        ["class", "kind", "acquisitions", "contentions", "wait total µs", "wait max µs", "hold total µs"],
+        align="llrrrrr",
+        title="Lock statistics (lock_stat):",
+    )
+    order = sorted(locks.items(), key=lambda kv: (-int(kv[1].get("wait_ns_total", 0)), kv[0]))
+    for name, s in order[:top]:
+        t.rows.append([
+            name,
+            str(s.get("kind", "")),
+            fmt_int(s.get("acquisitions", 0)),
+            fmt_int(s.get("contentions", 0)),
+            f"{s.get('wait_ns_total', 0) / 1e3:,.1f}",
+            f"{s.get('wait_ns_max', 0) / 1e3:,.1f}",
+            f"{s.get('hold_ns_total', 0) / 1e3:,.1f}",
+        ])
+    return t
+
+
+def sim_line(sim: Mapping[str, Any]) -> str:
+    events = int(sim.get("events", 0))
+    wall = float(sim.get("wall_seconds", 0.0))
+    rate = f" ({events / wall:,.0f} events/s)" if wall > 0 else ""
+    simulated = float(sim.get("simulated_seconds", 0.0))
+    return f"sim: {events:,} events in {wall:.2f} s wall{rate}; {simulated:.6g} s simulated"
+
+
+def format_run(run: Mapping[str, Any]) -> Doc:
+    """The whole ``mmsim run`` report from ``RunResult.to_dict()``."""
+    doc: Doc = [perf_stat_block(run)]
+    if run.get("metrics"):
+        doc.append(metrics_table(run["metrics"]))
+    if run.get("profile"):
+        doc.append(profile_block(run["profile"]))
+    if run.get("locks"):
+        doc.append(locks_table(run["locks"]))
+    doc.append(sim_line(run.get("sim") or {}))
+    return doc
+
+
+# -- mmsim reproduce -------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def outcome_table(o: Mapping[str, Any]) -> Table:
+    checks: list[Mapping[str, Any]] = list(o.get("checks") or [])
+    with_notes = any(c.get("note") for c in checks)
+    headers = ["metric", "published", "simulated", "band", "verdict"] + (["note"] if with_notes else [])
+    t = Table(headers, align="lrrrl" + ("l" if with_notes else ""))
+    for c in checks:
+        row = [
+            str(c.get("metric", "")),
+            fmt_num(c.get("published")),
+            fmt_num(c.get("simulated")),
+            fmt_band(c.get("band")),
+            verdict(bool(c.get("ok"))),
+        ]
+        t.rows.append(row + ([str(c.get("note") or "")] if with_notes else []))
+    return t
+
+
+def _arm_lines(arms: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for name, summary in arms.items():
+        scalars = [f"{k}={fmt_num(v)}" for k, v in summary.items() if isinstance(v, (int, float, str))]
+        lines.append(f"  arm {name}: " + ", ".join(scalars))
+    return lines
+
+
+def format_outcome(o: Mapping[str, Any]) -> Doc:
+    head = f"== {o.get('id')}: {o.get('title', '')}  [{verdict(bool(o.get('ok')))}]"
+    doc: Doc = [head, outcome_table(o)]
+    notes = [str(n) for n in (o.get("notes") or [])]
+    if notes:
+        doc.append("Mechanism:\n" + "\n".join(f"  {n}" for n in notes))
+    if o.get("arms"):
+        doc.append("\n".join(_arm_lines(o["arms"])))
+    return doc
+
+
+def format_outcomes(outcomes: Iterable[Mapping[str, Any]]) -> Doc:
+    """All experiments, then one summary line (results outside a band are reported, not hidden)."""
+    doc: Doc = []
+    outs = list(outcomes)
+    for o in outs:
+        doc += format_outcome(o)
+    n_ok = sum(1 for o in outs if o.get("ok"))
+    doc.append(f"{n_ok} of {len(outs)} experiments within their published bands.")
+    return doc
+
+
+# -- catalogues ------------------------------------------------------------------
+
+
+def machines_table(machines: Iterable[tuple[str, Machine]]) -> Table:
+    t = Table(["name", "CPUs", "sockets", "nodes", "description"], align="lrrrl")
+    for name, m in machines:
+        t.rows.append([name, str(m.ncpus), str(len(m.sockets)), str(len(m.nodes)), m.description])
+    return t
+
+
+def _kv(d: Mapping[str, object]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def kernels_table(kernels: Iterable[Any]) -> Table:
+    """Objects with ``name, base, patches, policies, description``."""
+    t = Table(["kernel", "base", "patches", "policies", "description"], align="lllll", title="Kernels:")
+    for k in kernels:
+        t.rows.append([k.name, k.base or "-", " ".join(k.patches) or "-", _kv(k.policies), k.description])
+    return t
+
+
+def patches_table(patches: Iterable[Any]) -> Table:
+    """Objects with ``commit, subject, changes``."""
+    t = Table(["commit", "subject", "changes"], align="lll", title="Patches:")
+    t.rows = [[p.commit, p.subject, _kv(p.changes)] for p in patches]
+    return t
+
+
+def workload_doc(w: Any) -> Doc:
+    """One workload: its description and a table of its ``-p`` parameters."""
+    doc: Doc = [f"{w.name}: {w.description}"]
+    if w.params:
+        t = Table(["param", "default", "help"], align="lll")
+        t.rows = [[name, fmt_num(p.default), p.help] for name, p in w.params.items()]
+        doc.append(t)
+    return doc
+
+
+# -- mmsim machine show ----------------------------------------------------------
+
+
+def _topology(m: Machine) -> str:
+    s = m.sockets[0]
+    lines = [
+        f"{m.name}: {m.description}",
+        f"  CPUs      {m.ncpus} = {len(m.sockets)} sockets × {s.cores} cores × {s.threads_per_core} threads"
+        f" at {m.freq_ghz:g} GHz",
+        f"  nodes     {len(m.nodes)} NUMA nodes, "
+        f"{sum(n.memory_gib for n in m.nodes):,.0f} GiB in total",
+    ]
+    return "\n".join(lines)
+
+
+def _nodes_table(m: Machine) -> Table:
+    t = Table(
+        ["node", "socket", "memory GiB", "type", "latency ns", "read GB/s", "write GB/s", "CPUs"],
+        align="rrrlrrrr",
+        title="NUMA nodes:",
+    )
+    for n in m.nodes:
+        ncpus = len(m.node_cpus(n.id))
+        t.rows.append([
+            str(n.id), str(n.socket), fmt_num(n.memory_gib), n.mem_type.value,
+            fmt_num(n.latency_ns), fmt_num(n.read_bw_gbs), fmt_num(n.write_bw_gbs), str(ncpus),
+        ])
+    return t
+
+
+def _distances(m: Machine) -> str:
+    """The SLIT matrix when it fits on a screen, else its distinct values."""
+    if len(m.nodes) <= 8:
+        rows = ["  " + " ".join(f"{d:3d}" for d in r) for r in m.distances]
+        return "Node distances (SLIT):\n" + "\n".join(rows)
+    values = sorted({d for r in m.distances for d in r})
+    return "Node distances (SLIT): values " + ", ".join(map(str, values))
+
+
+def _caches_table(m: Machine) -> Table:
+    t = Table(["level", "size KiB", "ways", "line B", "shared by CPUs", "latency ns"], title="Caches:")
+    t.rows = [
+        [c.name, fmt_num(c.size_kib), str(c.ways), str(c.line_bytes), str(c.shared_by), fmt_num(c.latency_ns)]
+        for c in m.caches
+    ]
+    return t
+
+
+def _cost_table(m: Machine) -> Table:
+    c = m.cost
+    t = Table(["cost", "value", "source"], align="lrl", title="Cost model:")
+    for name in (
+        "line_xfer_smt_ns", "line_xfer_socket_ns", "line_xfer_remote_ns",
+        "core_clear_gbs", "ctx_switch_ns", "wakeup_ns", "page_fault_ns",
+    ):
+        t.rows.append([name, fmt_num(getattr(c, name)), c.sources.get(name, "")])
+    return t
+
+
+def format_machine(m: Machine) -> Doc:
+    doc: Doc = [_topology(m), _nodes_table(m), _distances(m), _caches_table(m), _cost_table(m)]
+    if m.sources:
+        doc.append("Sources:\n" + "\n".join(f"  {k}: {v}" for k, v in m.sources.items()))
+    return doc

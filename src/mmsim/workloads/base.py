@@ -1,0 +1,95 @@
+"""Workload protocol, typed parameters and the registry.
+
+A workload is a small class registered by name: it declares its parameters
+(with the benchmark's own option letters in the help), spawns tasks on a
+:class:`~mmsim.mm.system.System`, and reports its benchmark's own metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mmsim.errors import UserError
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    default: Any
+    help: str
+    parse: Callable[[str], Any]
+    allowed: str  # human description of allowed values, for errors
+
+
+def parse_int(lo: int = 0, hi: int | None = None) -> Callable[[str], int]:
+    def f(v: str) -> int:
+        try:
+            n = int(str(v), 0)
+        except ValueError:
+            raise ValueError from None
+        if n < lo or (hi is not None and n > hi):
+            raise ValueError
+        return n
+
+    return f
+
+
+def parse_choice(*choices: str) -> Callable[[str], str]:
+    def f(v: str) -> str:
+        if str(v) not in choices:
+            raise ValueError
+        return str(v)
+
+    return f
+
+
+class Workload(Protocol):
+    name: str
+    description: str
+    params: dict[str, ParamInfo]
+
+    def command(self, p: dict[str, Any]) -> str: ...
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None: ...
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]: ...
+
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def register(w: Workload) -> Workload:
+    WORKLOADS[w.name] = w
+    return w
+
+
+def get_workload(name: str) -> Workload:
+    _load_builtin()
+    w = WORKLOADS.get(name)
+    if w is None:
+        raise UserError("workload", name, sorted(WORKLOADS))
+    return w
+
+
+def list_workloads() -> list[Workload]:
+    _load_builtin()
+    return list(WORKLOADS.values())
+
+
+def resolve_params(w: Workload, given: dict[str, str]) -> dict[str, Any]:
+    """Defaults overlaid with the user's ``-p`` values, each parsed and checked."""
+    out: dict[str, Any] = {k: v.default for k, v in w.params.items()}
+    for k, v in given.items():
+        info = w.params.get(k)
+        if info is None:
+            raise UserError(f"-p {k}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
+        try:
+            out[k] = info.parse(v)
+        except (ValueError, TypeError):
+            raise UserError(f"-p {k}", v, info.allowed) from None
+    return out
+
+
+def _load_builtin() -> None:
+    from mmsim.workloads import lockstress, thp_memscale  # noqa: F401  (registration)

@@ -1,0 +1,144 @@
+"""thp_memscale (SGI / Alex Thorlton, used in the split-PMD-lock thread,
+seeds/001): ``thp_memscale -c THREADS -b BYTES [-C BASECPU]``.
+
+The main thread creates ``-c`` threads (``pthread_create``: an 8 MiB stack
+mmap and ``clone``); each thread pins itself to CPU ``basecpu + id``
+(``runon``), ``malloc(bytes)`` — above glibc's mmap threshold that is an
+anonymous ``mmap`` of bytes + 16 rounded up to pages, placed top-down and so
+generally not 2 MiB aligned — and then writes its whole buffer once,
+sequentially; the first write to each page (or 2 MiB huge page) faults.
+The benchmark time is the elapsed time of the process (``perf stat``).
+
+``-b`` takes decimal multipliers (k = 10^3, m = 10^6, g = 10^9): the
+published THP-off run with ``-c 80 -b 512m`` shows exactly 10,000,550 page
+faults = 80 × 512·10^6 / 4096 + 550.
+
+``mapping=hugetlb`` is Kirill Shutemov's variant in seeds/001 (``mmap`` with
+MAP_HUGETLB instead of malloc; the pool is sized to fit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from mmsim.engine.core import Task
+from mmsim.mm import memory
+from mmsim.mm.costs import path
+from mmsim.mm.mmap import MmStruct
+from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE
+from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
+
+STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB) + guard page
+MALLOC_HEADER = 16  # glibc chunk header of an mmapped chunk (2 * SIZE_SZ)
+
+
+def parse_bytes(v: str) -> int:
+    """thp_memscale's size syntax: a number with optional k/m/g (powers of 1000)."""
+    s = str(v).strip().lower()
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(s[-1:], 1)
+    num = s[:-1] if s[-1:] in "kmg" else s
+    if not num.isdigit() or int(num) == 0:
+        raise ValueError
+    return int(num) * mult
+
+
+class ThpMemscale:
+    name = "thp_memscale"
+    description = "threads each malloc and write their own buffer (SGI thp_memscale); elapsed seconds"
+    params = {
+        "threads": ParamInfo(8, "-c: number of threads (or processes)", parse_int(1), "an integer >= 1"),
+        "bytes": ParamInfo(parse_bytes("64m"), "-b: bytes per thread (k/m/g = 10^3/10^6/10^9)", parse_bytes,
+                           "a size like 512m, 2g, 4096"),
+        "mode": ParamInfo("threads", "threads share one mm; processes have their own",
+                          parse_choice("threads", "processes"), "threads, processes"),
+        "mapping": ParamInfo("thp", "thp: malloc with THP per the kernel's thp policy; hugetlb: MAP_HUGETLB",
+                             parse_choice("thp", "hugetlb"), "thp, hugetlb"),
+        "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+    }
+
+    def command(self, p: dict[str, Any]) -> str:
+        exe = "thp_memscale_hugetlbfs" if p["mapping"] == "hugetlb" else "thp_memscale"
+        return f"{exe} -C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        m = system.machine
+        n = p["threads"]
+        if p["basecpu"] + n > m.ncpus:
+            from mmsim.errors import UserError
+
+            raise UserError("-p threads", n, f"at most {m.ncpus - p['basecpu']} on {m.name} (one CPU per thread)")
+        if p["mapping"] == "hugetlb":
+            per = -(-p["bytes"] // (2 << 20))
+            system.set_hugetlb_pool(per * n)
+        main = Task(0, "thp_memscale", cpu=p["basecpu"])
+        mm = MmStruct(system, home_cpu=p["basecpu"])
+        main.mm = mm
+        system.sched.spawn(main, self._main(system, main, p))
+        system.workload_state = {"tasks": [], "done": 0, "n": n}
+        system.start_vmstat_timer(lambda: main.state == "done")
+
+    def _main(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
+        c = system.counters
+        st = system.workload_state
+        for i in range(p["threads"]):
+            mm = main.mm if p["mode"] == "threads" else MmStruct(system, home_cpu=p["basecpu"] + i)
+            if p["mode"] == "threads":
+                yield from main.mm.do_mmap(main, STACK_SIZE + 4096, name="stack")
+            ns, ins = path("copy_process", system.machine.freq_ghz)
+            yield c.busy(main.cpu, "copy_process", ns, ins)
+            t = Task(i + 1, f"thp_memscale/{i}", cpu=p["basecpu"] + i, mm=mm)
+            st["tasks"].append(t)
+            system.sched.spawn(t, self._thread(system, t, p))
+        # pthread_join: sleep until the last thread exits.
+        while st["done"] < p["threads"]:
+            st["joiner"] = main
+            yield system.sched.sleep(main)
+        system.elapsed_ns = system.engine.now
+
+    def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
+        mm: MmStruct = t.mm
+        if p["mapping"] == "hugetlb":
+            length = -(-p["bytes"] // (2 << 20)) * (2 << 20)
+            vma = yield from mm.do_mmap(t, length, hugetlb=True)
+            start = vma.start
+            step = 2 << 20
+        else:
+            vma = yield from mm.do_mmap(t, p["bytes"] + MALLOC_HEADER)
+            start = vma.start + MALLOC_HEADER
+            step = 4096
+        end = start + p["bytes"]
+        yield from self._write_buffer(system, t, vma, start, end, step)
+        st = system.workload_state
+        st["done"] += 1
+        if st["done"] == p["threads"] and "joiner" in st:
+            system.sched.wake_up(st["joiner"])
+
+    def _write_buffer(self, system: Any, t: Task, vma: Any, start: int, end: int, step: int) -> Generator[Any, Any, None]:
+        """Sequential write of [start, end): a fault at each unmapped page, then the
+        user stores to it, streamed at the core's store bandwidth."""
+        pt = t.mm.pgtables
+        node = system.machine.cpu_node(t.cpu)
+        addr = start & ~(step - 1)
+        pending = 0  # user store time charged, folded into the next event
+        while addr < end:
+            slot = addr >> 21
+            state = pt.pmd.get(slot)
+            if state != PMD_HUGE and not (state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]):
+                yield from memory.handle_mm_fault(t, t.mm, vma, max(addr, start), pre_ns=pending)
+                pending = 0
+            if pt.pmd.get(slot) == PMD_HUGE:
+                nxt = (slot + 1) << 21
+            else:
+                nxt = addr + 4096
+            nbytes = min(nxt, end) - max(addr, start)
+            pending += memory.stream_write(t, system, node, nbytes, "thp_memscale [user]", pending)
+            addr = nxt
+        if pending:
+            yield pending
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        return {"thp_memscale.elapsed_seconds": system.elapsed_ns / 1e9}
+
+
+register(ThpMemscale())
