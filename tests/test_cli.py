@@ -207,8 +207,9 @@ def test_machine_show_json(capsys: Cap) -> None:
     assert code == 0
     d = json.loads(out)
     assert {"sockets", "nodes", "caches"} <= set(d)
+    assert len(d["sockets"]) == 64 and sum(s["cores"] for s in d["sockets"]) == 512
     cpus = sum(s["cores"] * s["threads_per_core"] for s in d["sockets"])
-    assert cpus == 512 and d.get("ncpus", d.get("cpus", cpus)) == 512
+    assert d.get("ncpus", d.get("cpus", cpus)) == cpus >= 512
     assert {c["name"] for c in d["caches"]} >= {"L1d", "L2", "L3"}
 
 

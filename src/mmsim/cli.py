@@ -109,9 +109,10 @@ def machine_show(
 def kernels_cmd() -> None:
     """List the kernels (named policy sets) and the patches (named deltas)."""
     from mmsim.kernels import list_kernels, list_patches
-    from mmsim.report.text import kernels_table, patches_table
+    from mmsim.report.text import kernels_table, patches_table, policies_table
 
-    _emit([kernels_table(list_kernels()), patches_table(list_patches())])
+    kernels = list(list_kernels())
+    _emit([kernels_table(kernels), policies_table(kernels), patches_table(list_patches())])
 
 
 @app.command("workloads")

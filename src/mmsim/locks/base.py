@@ -40,28 +40,48 @@ class LockContext:
 
 
 class CacheLine:
-    """One cache line that several CPUs write with atomics.
+    """One cache line that several CPUs write with atomics, and spinners read.
 
-    ``rmw(cpu)`` returns the ns until ``cpu``'s atomic completes: it waits
-    for the line to be free (``free_at``), then pays the transfer from the
-    last owner. State is two numbers, so millions of atomics cost no events.
+    ``rmw(cpu, now)`` returns the ns until ``cpu``'s locked RMW completes: it
+    waits for the line to be free (``free_at``), then pays the transfer from
+    the last owner. If CPUs are spinning on the line (ticket-lock waiters
+    reading ``head``), the write invalidates their copies and all of them
+    re-read it; the home agent serves those reads one at a time, so the line
+    stays busy for the sum of their transfers (``spin_sum``) before the next
+    RMW can have it. State is a few numbers: millions of atomics cost no
+    events. Several objects may share one line (false sharing), e.g.
+    ``page_table_lock`` and ``mmap_sem.count`` in ``struct mm_struct``.
     """
 
-    __slots__ = ("machine", "owner", "free_at", "transfers")
+    __slots__ = ("machine", "owner", "home", "free_at", "transfers", "spin_sum", "nspin", "_xfer")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.machine = machine
         self.owner = owner
+        self.home = owner
         self.free_at = 0
         self.transfers = 0
+        self.spin_sum = 0.0
+        self.nspin = 0
+        self._xfer = machine.xfer_ns
+
+    def add_spinner(self, cpu: int) -> None:
+        self.nspin += 1
+        self.spin_sum += self._xfer(self.home, cpu)
+
+    def remove_spinner(self, cpu: int) -> None:
+        self.nspin -= 1
+        self.spin_sum -= self._xfer(self.home, cpu)
+        if self.nspin == 0:
+            self.spin_sum = 0.0
 
     def rmw(self, cpu: int, now: int) -> int:
         start = self.free_at if self.free_at > now else now
         if self.owner != cpu:
-            cost = int(self.machine.xfer_ns(self.owner, cpu))
+            cost = int(self._xfer(self.owner, cpu))
             self.owner = cpu
             self.transfers += 1
         else:
             cost = 0
-        self.free_at = start + cost
-        return self.free_at - now
+        self.free_at = start + cost + int(self.spin_sum)
+        return start + cost - now

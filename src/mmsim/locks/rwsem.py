@@ -33,11 +33,14 @@ class RwSem:
     _f_write, _f_write_up = "down_write", "up_write"
     _f_spin = "rwsem_optimistic_spin"
 
-    def __init__(self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True) -> None:
+    def __init__(
+        self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
+        line: CacheLine | None = None,
+    ) -> None:
         self.ctx = ctx
         self.name = name
         self.stat = ctx.stat(name, self._kind)
-        self.line = CacheLine(ctx.machine, home_cpu)
+        self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
         self.readers = 0
         self.writer: Task | None = None
         self.writer_spinning = False

@@ -19,6 +19,13 @@ Both grant the lock in FIFO order; they differ in what a hand-off costs.
   word. A hand-off is one transfer of the lock word to the head, whatever
   the number of waiters.
 
+The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
+objects may share (``mm->page_table_lock`` shares its line with
+``mmap_sem.count`` in ``struct mm_struct``): ticket waiters are registered
+as spinners on that line, so *any* write to it — a new ticket (``xadd``), the
+release, or an unrelated atomic on a neighbouring field — sets off the
+re-read storm and occupies the line.
+
 Spinning is busy CPU time, charged on grant to the waiter's CPU under the
 function that spins (``_raw_spin_lock`` for ticket locks, whose spin loop is
 inlined there; ``native_queued_spin_lock_slowpath`` for qspinlock), so the
@@ -32,7 +39,7 @@ from enum import Enum
 from typing import Any
 
 from mmsim.engine.core import PARK, Task
-from mmsim.locks.base import LockContext
+from mmsim.locks.base import CacheLine, LockContext
 
 
 class SpinlockKind(str, Enum):
@@ -43,10 +50,12 @@ class SpinlockKind(str, Enum):
 class Spinlock:
     __slots__ = (
         "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters",
-        "line_owner", "home_cpu", "_reread_sum", "_spin_func", "_xfer",
+        "line", "_spin_func", "_xfer",
     )
 
-    def __init__(self, ctx: LockContext, name: str, kind: SpinlockKind, home_cpu: int = 0) -> None:
+    def __init__(
+        self, ctx: LockContext, name: str, kind: SpinlockKind, home_cpu: int = 0, line: CacheLine | None = None
+    ) -> None:
         self.ctx = ctx
         self.name = name
         self.kind = kind
@@ -54,9 +63,7 @@ class Spinlock:
         self.holder: Task | None = None
         self.acquired_at = 0
         self.waiters: deque[tuple[Task, int]] = deque()
-        self.line_owner = home_cpu
-        self.home_cpu = home_cpu
-        self._reread_sum = 0.0  # sum over waiters of xfer(home, waiter): ticket only
+        self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
         self._spin_func = (
             "_raw_spin_lock" if kind is SpinlockKind.TICKET else "native_queued_spin_lock_slowpath"
         )
@@ -67,16 +74,17 @@ class Spinlock:
         st = self.stat
         st.acquisitions += 1
         cpu = task.cpu
-        if self.holder is None:
-            cost = int(self._xfer(self.line_owner, cpu))
-            self.line_owner = cpu
+        now = self.ctx.engine.now
+        # xadd on the ticket / xchg on the MCS tail: one RMW of the lock line
+        cost = self.line.rmw(cpu, now)
+        if self.holder is None and not self.waiters:
             self.holder = task
-            self.acquired_at = self.ctx.engine.now + cost
+            self.acquired_at = now + cost
             return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost)
         st.contentions += 1
-        self.waiters.append((task, self.ctx.engine.now))
+        self.waiters.append((task, now))
         if self.kind is SpinlockKind.TICKET:
-            self._reread_sum += self._xfer(self.home_cpu, cpu)
+            self.line.add_spinner(cpu)
         return PARK
 
     def release(self, task: Task) -> int:
@@ -95,14 +103,17 @@ class Spinlock:
             return 0
         nxt, since = self.waiters.popleft()
         ncpu = nxt.cpu
-        handoff = self._xfer(rel_cpu, ncpu)
+        line = self.line
+        start = line.free_at if line.free_at > now else now
         if self.kind is SpinlockKind.TICKET:
-            self._reread_sum -= self._xfer(self.home_cpu, ncpu)
-            if self._reread_sum < 1e-6:
-                self._reread_sum = 0.0
-            handoff += self._reread_sum / 2
-        h = int(handoff)
-        self.line_owner = ncpu
+            # head++ invalidates every spinner; the next ticket holder is served at a
+            # uniformly random place in the re-read storm: half the others on average.
+            line.remove_spinner(ncpu)
+            h = start - now + int(self._xfer(rel_cpu, ncpu) + line.spin_sum / 2)
+        else:
+            h = start - now + int(self._xfer(rel_cpu, ncpu))
+        line.free_at = start + int(self._xfer(rel_cpu, ncpu) + line.spin_sum)
+        line.owner = ncpu
         self.holder = nxt
         self.acquired_at = now + h
         wait = now + h - since

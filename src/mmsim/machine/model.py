@@ -12,10 +12,10 @@ CPU numbering follows Linux on Intel servers: logical CPU ``c`` is core
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class MemoryType(str, Enum):
+class MemoryType(StrEnum):
     DRAM = "DRAM"
     PMEM = "PMEM"
 
@@ -62,8 +62,9 @@ class NumaNode:
         if not isinstance(self.id, int) or self.id < 0:
             raise ValueError(f"NumaNode.id must be an int >= 0, got {self.id!r}")
         _positive(self, "memory_gib", "latency_ns", "read_bw_gbs", "write_bw_gbs")
-        if not isinstance(self.mem_type, MemoryType):
-            object.__setattr__(self, "mem_type", MemoryType(self.mem_type))
+        mem_type: object = self.mem_type  # YAML and callers may pass the plain string
+        if not isinstance(mem_type, MemoryType):
+            object.__setattr__(self, "mem_type", MemoryType(str(mem_type)))
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,9 @@ class Machine:
             if s.id != i:
                 raise ValueError(f"Machine.sockets[{i}].id must be {i}, got {s.id}")
             if not 0 <= s.node < len(self.nodes):
-                raise ValueError(f"Machine.sockets[{i}].node {s.node} is not a node id (0..{len(self.nodes) - 1})")
+                raise ValueError(
+                    f"Machine.sockets[{i}].node {s.node} is not a node id (0..{len(self.nodes) - 1})"
+                )
         for i, n in enumerate(self.nodes):
             if n.id != i:
                 raise ValueError(f"Machine.nodes[{i}].id must be {i}, got {n.id}")
@@ -166,7 +169,9 @@ class Machine:
             for j in range(nn):
                 d = self.distances[i][j]
                 if not isinstance(d, int) or d < 10 or (i != j and d == 10):
-                    raise ValueError(f"Machine.distances[{i}][{j}] must be an int > 10 off the diagonal, got {d!r}")
+                    raise ValueError(
+                        f"Machine.distances[{i}][{j}] must be an int > 10 off the diagonal, got {d!r}"
+                    )
         names = [c.name for c in self.caches]
         if len(set(names)) != len(names) or "L3" not in names:
             raise ValueError("Machine.caches must have distinct levels and include L3")

@@ -262,8 +262,8 @@ def sgi_uv2000_512() -> Machine:
     return Machine(
         name="sgi-uv2000-512",
         description=(
-            "SGI UV 2000 'Stoutland', 64 x Xeon E5-4640 (Sandy Bridge-EP, 8C/16T, 20 MiB LLC), "
-            "1024 CPUs, 2 sockets/blade on one UV Hub, NUMAlink 6 (6.7 GB/s per link direction)"
+            "SGI UV 2000, 64 x Xeon E5-4640 (Sandy Bridge-EP, 8C/16T, 20 MiB LLC), 1024 CPUs, "
+            "64 nodes, NUMAlink 6"
         ),
         freq_ghz=ghz,
         sockets=make_sockets(n, 8, 2),  # Intel ARK, E5-4640: 8 cores, 16 threads
@@ -463,8 +463,8 @@ def xeon_phi_7295() -> Machine:
     return Machine(
         name="xeon-phi-7295",
         description=(
-            "Xeon Phi 7295 (Knights Mill, 72C x 4T), 288 CPUs, 80 GiB, one node (quadrant/cache mode); "
-            "'L3' = the 16 GiB MCDRAM memory-side cache"
+            "Xeon Phi 7295 (Knights Mill, 72C x 4T), 288 CPUs, 80 GiB, cache mode: "
+            "'L3' = 16 GiB MCDRAM cache"
         ),
         freq_ghz=ghz,
         sockets=make_sockets(1, 72, 4),  # Intel ARK, Xeon Phi 7295: 72 cores, 288 threads
@@ -480,7 +480,7 @@ def xeon_phi_7295() -> Machine:
             local_ns=local,
             idle_exit_us=1,  # intel_idle.c knl_cstates (XEON_PHI_KNM): no C1E, C1 exit_latency 1 us
             sources={
-                "line_xfer_socket_ns": "estimate: mesh round trips via the distributed tag directory (~120 ns)",
+                "line_xfer_socket_ns": "estimate: mesh round trips via the distributed tag directory",
                 "line_xfer_remote_ns": "single socket: unused (set equal to line_xfer_socket_ns)",
             },
         ),

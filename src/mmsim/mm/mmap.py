@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmsim.engine.core import Task
+from mmsim.locks.base import CacheLine
 from mmsim.locks.rwsem import AtomicCounter, RwSem
 from mmsim.locks.spinlock import Spinlock
 from mmsim.mm.costs import path
@@ -48,8 +49,13 @@ class MmStruct:
         self.system = system
         self.home_cpu = home_cpu
         locks = system.locks
-        self.mmap_sem = RwSem(locks, "&mm->mmap_sem", home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"))
-        self.page_table_lock = Spinlock(locks, "&mm->page_table_lock", system.spin_kind, home_cpu)
+        # struct mm_struct (v3.12 .. v4.x): `int map_count; spinlock_t page_table_lock;
+        # struct rw_semaphore mmap_sem;` are adjacent, so the lock word and mmap_sem.count
+        # share one 64-byte line.
+        self.line = CacheLine(system.machine, home_cpu)
+        self.mmap_sem = RwSem(locks, "&mm->mmap_sem", home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"),
+                              line=self.line)
+        self.page_table_lock = Spinlock(locks, "&mm->page_table_lock", system.spin_kind, home_cpu, line=self.line)
         self.rss_stat = AtomicCounter(locks, "mm->rss_stat", home_cpu)
         self.nr_ptes = AtomicCounter(locks, "mm->nr_ptes", home_cpu) if system.flag("nr_ptes_atomic") else None
         self.vmas: list[Vma] = []

@@ -119,13 +119,14 @@ def profile_block(profile: Sequence[Mapping[str, Any]], top: int = PROFILE_TOP) 
 
 
 def locks_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) -> Table:
-    """``/proc/lock_stat``: one row per lock class, most total wait first."""
+    """``/proc/lock_stat``: one row per lock class that was taken, most total wait first."""
     t = Table(
         ["class", "kind", "acquisitions", "contentions", "wait total µs", "wait max µs", "hold total µs"],
         align="llrrrrr",
         title="Lock statistics (lock_stat):",
     )
-    order = sorted(locks.items(), key=lambda kv: (-int(kv[1].get("wait_ns_total", 0)), kv[0]))
+    used = [(name, s) for name, s in locks.items() if s.get("acquisitions", 0)]
+    order = sorted(used, key=lambda kv: (-int(kv[1].get("wait_ns_total", 0)), kv[0]))
     for name, s in order[:top]:
         t.rows.append([
             name,
@@ -154,7 +155,7 @@ def format_run(run: Mapping[str, Any]) -> Doc:
         doc.append(metrics_table(run["metrics"]))
     if run.get("profile"):
         doc.append(profile_block(run["profile"]))
-    if run.get("locks"):
+    if any(s.get("acquisitions", 0) for s in (run.get("locks") or {}).values()):
         doc.append(locks_table(run["locks"]))
     doc.append(sim_line(run.get("sim") or {}))
     return doc
@@ -163,7 +164,10 @@ def format_run(run: Mapping[str, Any]) -> Doc:
 # -- mmsim reproduce -------------------------------------------------------------
 
 
-def verdict(ok: bool) -> str:
+def verdict(ok: bool | None) -> str:
+    """PASS/FAIL for a banded check; ``info`` for a value shown without a band."""
+    if ok is None:
+        return "info"
     return "PASS" if ok else "FAIL"
 
 
@@ -178,22 +182,25 @@ def outcome_table(o: Mapping[str, Any]) -> Table:
             fmt_num(c.get("published")),
             fmt_num(c.get("simulated")),
             fmt_band(c.get("band")),
-            verdict(bool(c.get("ok"))),
+            verdict(c.get("ok")),
         ]
         t.rows.append(row + ([str(c.get("note") or "")] if with_notes else []))
     return t
 
 
 def _arm_lines(arms: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per arm: its scalar fields and its benchmark metrics."""
     lines = []
     for name, summary in arms.items():
-        scalars = [f"{k}={fmt_num(v)}" for k, v in summary.items() if isinstance(v, (int, float, str))]
-        lines.append(f"  arm {name}: " + ", ".join(scalars))
+        items = [(k, v) for k, v in summary.items() if isinstance(v, (int, float, str))]
+        items += list((summary.get("metrics") or {}).items())
+        lines.append(f"  arm {name}: " + ", ".join(f"{k}={fmt_num(v)}" for k, v in items))
     return lines
 
 
 def format_outcome(o: Mapping[str, Any]) -> Doc:
     head = f"== {o.get('id')}: {o.get('title', '')}  [{verdict(bool(o.get('ok')))}]"
+    # ok is the verdict over banded checks only; informational rows never fail it.
     doc: Doc = [head, outcome_table(o)]
     notes = [str(n) for n in (o.get("notes") or [])]
     if notes:
@@ -229,10 +236,18 @@ def _kv(d: Mapping[str, object]) -> str:
 
 
 def kernels_table(kernels: Iterable[Any]) -> Table:
-    """Objects with ``name, base, patches, policies, description``."""
-    t = Table(["kernel", "base", "patches", "policies", "description"], align="lllll", title="Kernels:")
+    """Objects with ``name, base, patches, description``."""
+    t = Table(["kernel", "base", "patches", "description"], align="llll", title="Kernels:")
     for k in kernels:
-        t.rows.append([k.name, k.base or "-", " ".join(k.patches) or "-", _kv(k.policies), k.description])
+        t.rows.append([k.name, k.base or "-", " ".join(k.patches) or "-", k.description])
+    return t
+
+
+def policies_table(kernels: Sequence[Any]) -> Table:
+    """Policy × kernel matrix: which choice each kernel makes (``--set`` overrides one)."""
+    names = list(dict.fromkeys(p for k in kernels for p in k.policies))
+    t = Table(["policy", *(k.name for k in kernels)], align="l" * (len(kernels) + 1), title="Policies:")
+    t.rows = [[p, *(str(k.policies.get(p, "-")) for k in kernels)] for p in names]
     return t
 
 
@@ -248,7 +263,7 @@ def workload_doc(w: Any) -> Doc:
     doc: Doc = [f"{w.name}: {w.description}"]
     if w.params:
         t = Table(["param", "default", "help"], align="lll")
-        t.rows = [[name, fmt_num(p.default), p.help] for name, p in w.params.items()]
+        t.rows = [[name, str(p.default), p.help] for name, p in w.params.items()]
         doc.append(t)
     return doc
 
