@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import mmsim.machine as _machine
 from mmsim.errors import UserError
 from mmsim.kernels.catalog import resolve
-import mmsim.machine as _machine
-from mmsim.metrics.events import PerfEvent, VmEvent
+from mmsim.metrics.events import PerfEvent
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
 

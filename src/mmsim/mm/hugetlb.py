@@ -36,7 +36,7 @@ class HugetlbPool:
         n = len(m.nodes)
         self.free = [nr_hugepages // n + (1 if i < nr_hugepages % n else 0) for i in range(n)]
         cap = [int(node.memory_gib * 1024) // 2 for node in m.nodes]
-        for i, (f, c) in enumerate(zip(self.free, cap)):
+        for i, (f, c) in enumerate(zip(self.free, cap, strict=True)):
             if f > c:
                 raise UserError("nr_hugepages", nr_hugepages, f"at most {sum(cap)} on this machine (node {i} holds {c})")
         self.nr_hugepages = nr_hugepages

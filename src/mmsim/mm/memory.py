@@ -32,7 +32,8 @@ def stream_write(task: Task, system: Any, node: int, nbytes: int, func: str, del
     Instructions: one 64-byte store per line (``rep stosb`` retires far fewer;
     this is an upper bound used only for IPC)."""
     d = system.bandwidth.write_ns(node, nbytes, system.machine.cost.core_clear_gbs, system.engine.now + delay)
-    return system.counters.busy(task.cpu, func, d, nbytes // 64)
+    ns: int = system.counters.busy(task.cpu, func, d, nbytes // 64)
+    return ns
 
 
 def clear_user_pages(task: Task, system: Any, node: int, nbytes: int, func: str) -> Generator[Any, Any, None]:

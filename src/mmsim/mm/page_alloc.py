@@ -63,9 +63,8 @@ class PageAllocator:
                  Spinlock(system.locks, "&zone->lock", system.spin_kind, home_cpu=self._node_cpu(m, n.id)))
             for n in m.nodes
         ]
-        self.zonelist = [
-            sorted(range(len(m.nodes)), key=lambda j, i=i: (m.distances[i][j], j)) for i in range(len(m.nodes))
-        ]
+        nn = len(m.nodes)
+        self.zonelist = [sorted(range(nn), key=lambda j: (m.distances[i][j], j)) for i in range(nn)]
         self.pcp = [[0] * len(m.nodes) for _ in range(m.ncpus)]  # pcp[cpu][node] = count
         self._freq = m.freq_ghz
 

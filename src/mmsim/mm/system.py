@@ -15,8 +15,8 @@ from mmsim.locks.spinlock import SpinlockKind
 from mmsim.machine.bandwidth import MemoryBandwidth
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters
-from mmsim.mm.hugetlb import HugetlbPool
 from mmsim.mm.costs import path
+from mmsim.mm.hugetlb import HugetlbPool
 from mmsim.mm.page_alloc import PageAllocator
 
 
