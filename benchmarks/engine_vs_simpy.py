@@ -14,8 +14,9 @@ each pinned to its own CPU, loop ``iterations`` times:
   ``env.timeout``. The lock's own cost is a fixed timeout equal to the *mean*
   cost the mmsim lock charged per acquisition (time from "lock free for this
   task" to "granted", measured in a separate calibration run), folded into
-  the hold timeout so the SimPy model has the fewest events it can have. Both engines thus simulate the same schedule (simulated times
-  agree to within the per-pair variation of the transfer cost).
+  the hold timeout so the SimPy model has the fewest events it can have.
+  Both engines thus simulate the same schedule (simulated times agree to
+  within the per-pair variation of the transfer cost).
 
 Events: mmsim counts every heap pop (``Engine.events``). SimPy has no
 counter; every SimPy event is scheduled exactly once through
@@ -195,6 +196,42 @@ def check_simpy_count(p: Params, handoff_ns: int) -> None:
         raise RuntimeError(f"SimPy event count: _eid says {eid}, env.step processed {steps}")
 
 
+# -- the engines alone ----------------------------------------------------------------
+
+
+def run_null(p: Params) -> tuple[Measure, Measure]:
+    """The event-loop floor: each task only waits ``think_ns``, 3 x ``iterations`` times.
+
+    No lock, no counters: mmsim yields an int, SimPy yields ``env.timeout``.
+    Same number of waits (and simulated time) as the lock model's events.
+    """
+    n, think = 3 * p.iterations, p.think_ns
+    engine = Engine(seed=0)
+
+    def body() -> Generator[Any, Any, None]:
+        for _ in range(n):
+            yield think
+
+    for i in range(p.tasks):
+        engine.start(Task(i, f"null/{i}", cpu=i), body())
+    t0 = time.perf_counter()
+    engine.run()
+    mm = Measure("mmsim", 0, engine.now / 1e9, engine.events, time.perf_counter() - t0)
+
+    env = simpy.Environment()
+
+    def proc() -> Generator[Any, Any, None]:
+        for _ in range(n):
+            yield env.timeout(think)
+
+    for _ in range(p.tasks):
+        env.process(proc())
+    t0 = time.perf_counter()
+    env.run()
+    sp = Measure("simpy", 0, env.now / 1e9, next(env._eid), time.perf_counter() - t0)
+    return mm, sp
+
+
 # -- driver ----------------------------------------------------------------------------
 
 
@@ -227,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile", action="store_true", help="cProfile the mmsim run and exit")
     ap.add_argument("--check-count", action="store_true", help="verify the SimPy event count and exit")
+    ap.add_argument("--null", action="store_true", help="also time both event loops with no model at all")
     a = ap.parse_args(argv)
     m = get_machine(a.machine)
     if a.tasks > m.ncpus:
@@ -242,23 +280,35 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mm = best_of(a.repeat, lambda: run_mmsim(m, p))
     sp = best_of(a.repeat, lambda: run_simpy(p, round(handoff)))
-    report(p, handoff, mm, sp, a.json)
+    null = None
+    if a.null:
+        runs = [run_null(p) for _ in range(a.repeat)]
+        null = (min((r[0] for r in runs), key=lambda r: r.wall_seconds),
+                min((r[1] for r in runs), key=lambda r: r.wall_seconds))
+    report(p, handoff, mm, sp, null, a.json)
     return 0
 
 
-def report(p: Params, handoff: float, mm: Measure, sp: Measure, as_json: bool) -> None:
+def _row(r: Measure) -> dict[str, Any]:
+    return {**asdict(r), "events_per_second": round(r.events_per_second),
+            "acquisitions_per_second": round(r.acquisitions_per_second)}
+
+
+def report(
+    p: Params, handoff: float, mm: Measure, sp: Measure, null: tuple[Measure, Measure] | None, as_json: bool
+) -> None:
     result = {
         "params": asdict(p),
         "mean_handoff_ns": round(handoff, 2),
         "python": platform.python_version(),
-        "engines": {
-            r.engine: {**asdict(r), "events_per_second": round(r.events_per_second),
-                       "acquisitions_per_second": round(r.acquisitions_per_second)}
-            for r in (mm, sp)
-        },
+        "engines": {r.engine: _row(r) for r in (mm, sp)},
         "wall_ratio_simpy_over_mmsim": round(sp.wall_seconds / mm.wall_seconds, 3),
         "events_per_second_ratio": round(mm.events_per_second / sp.events_per_second, 3),
     }
+    if null:
+        result["null"] = {r.engine: _row(r) for r in null}
+        ratio = null[0].events_per_second / null[1].events_per_second
+        result["null_events_per_second_ratio"] = round(ratio, 3)
     if as_json:
         print(json.dumps(result, indent=2))
         return
@@ -271,6 +321,12 @@ def report(p: Params, handoff: float, mm: Measure, sp: Measure, as_json: bool) -
               f"{r.wall_seconds:8.3f} {r.events_per_second:11,.0f} {r.acquisitions_per_second:10,.0f}")
     print(f"same acquisitions: SimPy wall / mmsim wall = {result['wall_ratio_simpy_over_mmsim']:.2f}x; "
           f"events/s ratio = {result['events_per_second_ratio']:.2f}x")
+    if null:
+        print("event loops alone (no lock, no counters):")
+        for r in null:
+            print(f"{r.engine + '-null':11} {r.events:10,} events {r.wall_seconds:8.3f} s "
+                  f"{r.events_per_second:11,.0f}/s")
+        print(f"events/s ratio = {result['null_events_per_second_ratio']:.2f}x")
 
 
 if __name__ == "__main__":

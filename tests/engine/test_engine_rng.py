@@ -57,7 +57,9 @@ def test_stable_across_processes_with_different_hash_seeds() -> None:
     src = os.path.join(os.path.dirname(__file__), "..", "..", "src")
     for hashseed in ("1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=hashseed, PYTHONPATH=os.path.abspath(src))
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         assert out.stdout.strip() == str(GOLDEN_MMAP_LOCK)
 
 

@@ -129,6 +129,8 @@ class Engine:
                     continue
                 if y.__class__ is int:
                     # Inlined from wake(): the hot path of every simulation.
+                    if y < 0:
+                        raise SimulationError(f"{obj!r} yielded a negative delay {y}")
                     seq += 1
                     push(heap, (when + y, seq, obj, None))
                 elif y is not park:

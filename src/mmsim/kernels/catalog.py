@@ -30,7 +30,7 @@ class Policy:
         if self.allowed:
             if value not in self.allowed:
                 raise UserError(f"{where}.{self.name}", value, self.allowed)
-        elif not value.isdigit():
+        elif not (value.isascii() and value.isdigit()):
             raise UserError(f"{where}.{self.name}", value, "a non-negative integer")
         return value
 
@@ -168,7 +168,9 @@ def load_kernel_yaml(path: str | Path) -> Kernel:
     pol = data.get("policies") or {}
     if not isinstance(pol, dict):
         raise UserError(f"{p.name}: policies", pol, "a mapping policy: value")
-    r = resolve(base, [str(x) for x in patches], {str(k): str(v) for k, v in pol.items()}, where=p.name)
+    # YAML 1.1 reads bare on/off as booleans; policies spell them "on"/"off".
+    pol = {str(k): ({True: "on", False: "off"}[v] if isinstance(v, bool) else str(v)) for k, v in pol.items()}
+    r = resolve(base, [str(x) for x in patches], pol, where=p.name)
     return Kernel(str(data.get("name", p.stem)), base, r.policies, r.patches, str(data.get("description", "")))
 
 

@@ -79,6 +79,7 @@ class RwSem:
             is_write
             and self.spin_on_owner
             and self.writer is not None
+            and self.ctx.sched.cpus[self.writer.cpu].current is self.writer  # owner on CPU
             and self.readers == 0
             and not self.waitq
         )
@@ -195,4 +196,6 @@ class AtomicCounter:
         if start > now:
             st.contentions += 1
             st.wait_ns_total += start - now
+            if start - now > st.wait_ns_max:
+                st.wait_ns_max = start - now
         return self.ctx.counters.busy(task.cpu, func, d)

@@ -47,7 +47,7 @@ class Zone:
         self.managed_pages = pages
         self.free_pages = pages
         self.lock = lock
-        self.batch = zone_batchsize(pages)
+        self.batch = max(1, zone_batchsize(pages))  # pageset_set_batch: max(1UL, batch)
         self.high = 6 * self.batch
 
 

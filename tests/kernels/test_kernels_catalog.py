@@ -1,0 +1,192 @@
+"""Kernels, patches, --set overrides and kernel YAML files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmsim.errors import UserError
+from mmsim.kernels import KERNELS, PATCHES, POLICIES, resolve
+from mmsim.kernels.catalog import load_kernel_yaml
+
+V312 = {
+    "spinlock": "ticket",
+    "pmd_ptl": "mm",
+    "pte_ptl": "split",
+    "thp": "always",
+    "rwsem_spin_on_owner": "off",
+    "hugetlb_fault_lock": "instantiation-mutex",
+    "nr_ptes_atomic": "off",
+    "stat_interval_ms": "1000",
+}
+
+
+def test_v312() -> None:
+    k = resolve("v3.12")
+    assert k.name == "v3.12"
+    assert k.policies == V312
+    assert k.patches == ()
+    assert k.get("spinlock") == "ticket" and not k.flag("nr_ptes_atomic")
+
+
+def test_v313_is_v312_plus_the_two_v313_patches() -> None:
+    k = resolve("v3.13")
+    assert k.patches == ("e009bb30c8df", "e1f56c89b040")
+    assert k.policies == {**V312, "pmd_ptl": "split", "nr_ptes_atomic": "on"}
+    assert k.flag("nr_ptes_atomic")
+
+
+def test_later_releases_accumulate_patches() -> None:
+    assert resolve("v3.12").policies["spinlock"] == "ticket"
+    k = resolve("v4.13")
+    # v3.15 hugetlb fault table, v3.16 rwsem spinning, v4.2 qspinlock.
+    assert k.patches == ("e009bb30c8df", "e1f56c89b040", "8382d914ebf7", "4fc828e24cd9", "a33fda35e3a7")
+    assert k.policies == {
+        **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
+        "rwsem_spin_on_owner": "on", "spinlock": "queued",
+    }
+    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v5.6", "v5.7", "v6.6", "v6.7"}
+
+
+def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:
+    for k in KERNELS.values():
+        assert set(k.policies) == set(POLICIES), k.name
+        for name, v in k.policies.items():
+            assert POLICIES[name].check(v, k.name) == v
+    for p in PATCHES.values():
+        for name, v in p.changes.items():
+            assert POLICIES[name].check(v, p.commit) == v
+
+
+@pytest.mark.parametrize("pid", ["e009bb3", "e009bb30c8df", "e009bb30c8"])
+def test_patch_by_prefix(pid: str) -> None:
+    k = resolve("v3.12", [pid])
+    assert k.patches == ("e009bb30c8df",)
+    assert k.policies == {**V312, "pmd_ptl": "split"}
+    assert k.name == f"v3.12+{pid}"
+
+
+def test_patches_apply_in_order_on_top_of_the_kernel() -> None:
+    k = resolve("v3.13", ["a33fda3", "4fc828e"])
+    assert k.patches == ("e009bb30c8df", "e1f56c89b040", "a33fda35e3a7", "4fc828e24cd9")
+    assert k.policies["spinlock"] == "queued" and k.policies["rwsem_spin_on_owner"] == "on"
+
+
+@pytest.mark.parametrize("pid", ["e009bb", "deadbeef00", "", "E009BB3"])
+def test_bad_patch_is_a_user_error(pid: str) -> None:
+    # Fewer than 7 characters, unknown, or not lower-case hex of a catalogued commit.
+    with pytest.raises(UserError) as e:
+        resolve("v3.12", [pid])
+    assert e.value.field == "patch" and e.value.value == pid
+    assert "e009bb30c8df" in e.value.allowed
+
+
+def test_overrides() -> None:
+    k = resolve("v3.13", overrides={"thp": "never", "stat_interval_ms": "250"})
+    assert k.policies == {**resolve("v3.13").policies, "thp": "never", "stat_interval_ms": "250"}
+    assert k.name == "v3.13,stat_interval_ms=250,thp=never"  # overrides sorted in the label
+
+
+def test_override_with_an_int_value() -> None:
+    assert resolve("v3.13", overrides={"stat_interval_ms": 500}).policies["stat_interval_ms"] == "500"  # type: ignore[dict-item]
+
+
+def test_bad_policy_value_names_the_field() -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v3.13", overrides={"thp": "sometimes"})
+    assert e.value.field == "--set.thp"
+    assert e.value.value == "sometimes"
+    assert e.value.allowed == "always, madvise, never"
+    assert str(e.value) == "--set.thp: invalid value 'sometimes'; allowed: always, madvise, never"
+
+
+def test_bad_integer_policy_value() -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v3.13", overrides={"stat_interval_ms": "-5"})
+    assert (e.value.field, e.value.allowed) == ("--set.stat_interval_ms", "a non-negative integer")
+
+
+def test_unicode_digit_is_not_a_non_negative_integer() -> None:
+    with pytest.raises(UserError):
+        resolve("v3.13", overrides={"stat_interval_ms": "²"})
+
+
+def test_unknown_policy_name() -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v3.13", overrides={"thp_mode": "never"})
+    assert (e.value.field, e.value.value) == ("--set", "thp_mode")
+    assert "thp" in e.value.allowed.split(", ")
+
+
+def test_unknown_kernel() -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v2.6")
+    assert (e.value.field, e.value.value) == ("kernel", "v2.6")
+    assert e.value.allowed.endswith("or a kernel YAML file")
+
+
+# -- kernel YAML -----------------------------------------------------------------
+
+
+def _write(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_kernel_yaml(tmp_path: Path) -> None:
+    p = _write(tmp_path, "name: my-kernel\nbase: v3.12\npatches: [e009bb3]\n"
+               "policies: {thp: never, stat_interval_ms: 100}\ndescription: test kernel\n")
+    k = load_kernel_yaml(p)
+    assert (k.name, k.base, k.description) == ("my-kernel", "v3.12", "test kernel")
+    assert k.patches == ("e009bb30c8df",)
+    assert k.policies == {**V312, "pmd_ptl": "split", "thp": "never", "stat_interval_ms": "100"}
+    r = resolve(str(p))
+    assert r.name == "my-kernel" and r.policies == k.policies and r.patches == k.patches
+    # Patches and overrides still apply on top of a YAML kernel.
+    r2 = resolve(str(p), ["a33fda3"], {"thp": "always"})
+    assert r2.policies == {**k.policies, "spinlock": "queued", "thp": "always"}
+    assert r2.name == "my-kernel+a33fda3,thp=always"
+
+
+def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
+    k = load_kernel_yaml(_write(tmp_path, "base: v3.13\n", "k313.yml"))
+    assert (k.name, k.base) == ("k313", "v3.13")
+    assert (k.policies, k.patches) == (resolve("v3.13").policies, ("e009bb30c8df", "e1f56c89b040"))
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value"),
+    [
+        ("base: [unclosed\n", "k.yaml", "line 2"),
+        ("- v3.12\n", "k.yaml", "list"),
+        ("base: v3.12\nflavour: vanilla\n", "k.yaml: flavour", "unknown key"),
+        ("base: v9.9\n", "k.yaml: base", "v9.9"),
+        ("name: x\n", "k.yaml: base", ""),
+        ("base: v3.12\npatches: e009bb3\n", "k.yaml: patches", "e009bb3"),
+        ("base: v3.12\npolicies: [thp]\n", "k.yaml: policies", ["thp"]),
+        ("base: v3.12\npolicies: {thp: sometimes}\n", "k.yaml.thp", "sometimes"),
+        ("base: v3.12\npolicies: {thpp: never}\n", "k.yaml", "thpp"),
+        ("base: v3.12\npatches: [bad]\n", "patch", "bad"),
+    ],
+)
+def test_kernel_yaml_errors(tmp_path: Path, text: str, field: str, value: object) -> None:
+    p = _write(tmp_path, text, "k.yaml")
+    with pytest.raises(UserError) as e:
+        resolve(str(p))
+    assert (e.value.field, e.value.value) == (field, value)
+
+
+def test_missing_kernel_yaml(tmp_path: Path) -> None:
+    p = tmp_path / "nope.yaml"
+    with pytest.raises(UserError) as e:
+        resolve(str(p))
+    assert (e.value.field, e.value.value) == ("kernel", str(p))
+    assert "readable kernel YAML file" in e.value.allowed
+
+
+def test_kernel_yaml_on_off_values(tmp_path: Path) -> None:
+    p = _write(tmp_path, "base: v3.12\npolicies:\n  nr_ptes_atomic: on\n  rwsem_spin_on_owner: off\n")
+    k = load_kernel_yaml(p)
+    assert k.policies["nr_ptes_atomic"] == "on" and k.policies["rwsem_spin_on_owner"] == "off"

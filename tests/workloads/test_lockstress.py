@@ -1,0 +1,65 @@
+"""lockstress on ``tiny``: exact timings without and with contention."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmsim.errors import UserError
+from mmsim.experiments.run import RunSpec, run
+from mmsim.machine.model import Machine
+
+pytestmark = pytest.mark.usefixtures("use_tiny_preset")
+
+
+@pytest.mark.parametrize(
+    ("lock", "hold_total"),
+    [("spinlock", 2000), ("mutex", 2000), ("rwsem-read", 2000), ("rwsem-write", 2000), ("atomic", 0)],
+)
+def test_one_task_is_uncontended(lock: str, hold_total: int) -> None:
+    params = {"tasks": "1", "iterations": "10", "think_ns": "1000", "hold_ns": "200", "lock": lock}
+    r = run(RunSpec("lockstress", "tiny", "v3.12", params=params))
+    # Task 0 on CPU 0, lock line homed on CPU 0: every acquire/release costs 0 ns.
+    # elapsed = iterations × (think + acquire + hold) = 10 × (1000 + 0 + 200) = 12000 ns;
+    # atomic has no critical section: 10 × (1000 + 0) = 10000 ns.
+    elapsed_ns = 10 * (1000 + (0 if lock == "atomic" else 200))
+    assert r.metrics["lockstress.elapsed_seconds"] == pytest.approx(elapsed_ns / 1e9, rel=1e-12)
+    assert r.metrics["lockstress.acquisitions_per_second"] == pytest.approx(10 / (elapsed_ns / 1e9))
+    assert r.metrics["lockstress.mean_wait_ns"] == 0.0
+    st = r.locks["lockstress"]
+    assert (st["acquisitions"], st["contentions"], st["wait_ns_total"]) == (10, 0, 0)
+    assert st["hold_ns_total"] == hold_total
+    assert r.perf["context-switches"] == 0
+    assert r.perf["task-clock"] == pytest.approx(elapsed_ns / 1e6)  # ms, all busy
+
+
+def test_two_tasks_ticket_spinlock() -> None:
+    r = run(RunSpec("lockstress", "tiny", "v3.12",
+                    params={"tasks": "2", "iterations": "2", "think_ns": "1000", "hold_ns": "200"}))
+    # CPUs 0 and 1 (same socket, 50 ns), line home CPU 0.
+    # t=1000: T0 takes it (0 ns); T1's xadd 0→1 50 (line free 1050), spins.
+    # T0 releases at 1200: hand-off 50 → T1 holds 1250..1450 (wait 250); line free 1250.
+    # T0 thinks to 2200, xadd 1→0 50 → holds 2250..2450. T1 thinks 1450..2450 and
+    # (queued before T0's release at the same instant) xadds 0→1 50 → line free 2500.
+    # T0 releases at 2450: line busy until 2500 → hand-off 50 + 50 = 100 → T1 holds
+    # 2550..2750 (wait 100). Elapsed 2750 ns.
+    st = r.locks["lockstress"]
+    assert st["kind"] == "spinlock(ticket)"
+    assert (st["acquisitions"], st["contentions"]) == (4, 2)
+    assert (st["wait_ns_total"], st["wait_ns_max"]) == (350, 250)
+    assert (st["hold_ns_total"], st["hold_ns_max"]) == (800, 200)
+    assert r.metrics["lockstress.elapsed_seconds"] == pytest.approx(2750e-9, rel=1e-12)
+    assert r.metrics["lockstress.mean_wait_ns"] == 350 / 4
+    assert r.metrics["lockstress.acquisitions_per_second"] == pytest.approx(4 / 2750e-9)
+
+
+def test_too_many_tasks_is_a_user_error(tiny: Machine) -> None:
+    with pytest.raises(UserError) as e:
+        run(RunSpec("lockstress", "tiny", "v3.12", params={"tasks": "9"}))
+    assert e.value.field == "-p tasks"
+
+
+def test_bad_param_is_a_user_error() -> None:
+    with pytest.raises(UserError) as e:
+        run(RunSpec("lockstress", "tiny", "v3.12", params={"lock": "rcu"}))
+    assert e.value.field == "-p lock"
+    assert e.value.allowed == "spinlock, mutex, rwsem-read, rwsem-write, atomic"
