@@ -100,7 +100,8 @@ def machine_show(
 
     m = get_machine(name)
     if json_out:
-        _emit_json(machine_to_dict(m))
+        # derived totals first (not part of the YAML schema), then the machine as saved
+        _emit_json({"cpus": m.ncpus, "cores": m.ncores, **machine_to_dict(m)})
     else:
         _emit(format_machine(m))
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
 from conftest import Rig
 from mmsim.engine.core import Task
 from mmsim.locks.base import CacheLine

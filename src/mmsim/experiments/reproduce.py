@@ -40,11 +40,18 @@ class Check:
             "metric": self.metric,
             "published": self.published,
             "simulated": self.simulated,
-            "band": list(self.band) if self.band else None,
+            "band": _band_json(self.band),
             "ok": self.ok,
             "kind": self.kind if self.band else "info",
             "note": self.note,
         }
+
+
+def _band_json(band: tuple[float, float] | None) -> list[float | None] | None:
+    """[lo, hi] with an open end as null (strict JSON has no Infinity)."""
+    if band is None:
+        return None
+    return [b if abs(b) != float("inf") else None for b in band]
 
 
 @dataclass
@@ -65,7 +72,7 @@ class Outcome:
             "title": self.title,
             "published": {c.metric: c.published for c in self.checks},
             "simulated": {c.metric: c.simulated for c in self.checks},
-            "bands": {c.metric: list(c.band) if c.band else "informational" for c in self.checks},
+            "bands": {c.metric: _band_json(c.band) or "informational" for c in self.checks},
             "ok": self.ok,
             "checks": [c.to_dict() for c in self.checks],
             "arms": {k: _arm_summary(r) for k, r in self.arms.items()},

@@ -113,7 +113,8 @@ def _release(name: str, upto: str) -> Kernel:
         return tuple(int(x) for x in v[1:].split("."))
 
     pts = tuple(c for c, p in PATCHES.items() if key(p.version) <= key(upto))
-    return Kernel(name, name, _apply(_V312, pts), pts, f"Linux {name} (policies of catalogued patches merged by {name})")
+    desc = f"Linux {name} (policies of catalogued patches merged by {name})"
+    return Kernel(name, name, _apply(_V312, pts), pts, desc)
 
 
 KERNELS: dict[str, Kernel] = {

@@ -38,7 +38,9 @@ class HugetlbPool:
         cap = [int(node.memory_gib * 1024) // 2 for node in m.nodes]
         for i, (f, c) in enumerate(zip(self.free, cap, strict=True)):
             if f > c:
-                raise UserError("nr_hugepages", nr_hugepages, f"at most {sum(cap)} on this machine (node {i} holds {c})")
+                raise UserError(
+                    "nr_hugepages", nr_hugepages, f"at most {sum(cap)} on this machine (node {i} holds {c})"
+                )
         self.nr_hugepages = nr_hugepages
         self.single_mutex = Mutex(system.locks, "hugetlb_instantiation_mutex", 0, spin_on_owner=True)
         self.fault_mutexes: dict[int, Mutex] = {}

@@ -114,7 +114,9 @@ class ThpMemscale:
         if st["done"] == p["threads"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
 
-    def _write_buffer(self, system: Any, t: Task, vma: Any, start: int, end: int, step: int) -> Generator[Any, Any, None]:
+    def _write_buffer(
+        self, system: Any, t: Task, vma: Any, start: int, end: int, step: int
+    ) -> Generator[Any, Any, None]:
         """Sequential write of [start, end): a fault at each unmapped page, then the
         user stores to it, streamed at the core's store bandwidth."""
         pt = t.mm.pgtables
