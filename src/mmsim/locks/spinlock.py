@@ -105,14 +105,15 @@ class Spinlock:
         ncpu = nxt.cpu
         line = self.line
         start = line.free_at if line.free_at > now else now
+        x = self._xfer(rel_cpu, ncpu)
         if self.kind is SpinlockKind.TICKET:
             # head++ invalidates every spinner; the next ticket holder is served at a
             # uniformly random place in the re-read storm: half the others on average.
             line.remove_spinner(ncpu)
-            h = start - now + int(self._xfer(rel_cpu, ncpu) + line.spin_sum / 2)
+            h = start - now + int(x + line.spin_sum / 2)
         else:
-            h = start - now + int(self._xfer(rel_cpu, ncpu))
-        line.free_at = start + int(self._xfer(rel_cpu, ncpu) + line.spin_sum)
+            h = start - now + int(x)
+        line.free_at = start + int(x + line.spin_sum)
         line.owner = ncpu
         self.holder = nxt
         self.acquired_at = now + h
