@@ -101,61 +101,29 @@ class Experiment:
     evaluate: Callable[[dict[str, RunResult]], tuple[list[Check], list[str]]]
 
 
-def _ptl_wait_share(r: RunResult) -> float:
-    """Share of CPU time spent waiting for the PMD-level page table lock(s)."""
-    return r.lock_wait_share("&mm->page_table_lock") + r.lock_wait_share("ptlock_ptr(pmd page)")
+# One module per experiment under mmsim.experiments; each calls register().
+_MODULES = ("exp_split_pmd",)
+
+EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
-    a, b = res["v3.12"], res["v3.13"]
-    ta = a.metrics["thp_memscale.elapsed_seconds"]
-    tb = b.metrics["thp_memscale.elapsed_seconds"]
-    sa, sb = _ptl_wait_share(a), _ptl_wait_share(b)
-    ca, cb = a.perf["context-switches"], b.perf["context-switches"]
-    checks = [
-        Check("speedup", 1075.909782795 / 29.694499652, ta / tb, (18.0, 72.0), "v3.12 elapsed / v3.13 elapsed"),
-        Check("ptl_wait_share.v3.12", None, sa, (0.5, 1.0), "most cycles wait for the PMD lock on v3.12"),
-        Check("ptl_wait_share.v3.13", None, sb, (0.0, 0.1 * sa), "collapses to under a tenth of v3.12's"),
-        Check("context_switch_drop", 1491589 / 127507, ca / cb if cb else float("inf"), (5.0, float("inf")),
-              "issue #2 target (not in the DESIGN.md band): v3.12 / v3.13 context switches", kind="target"),
-        Check("elapsed_seconds.v3.12", 1075.909782795, ta, None),
-        Check("elapsed_seconds.v3.13", 29.694499652, tb, None),
-        Check("context_switches.v3.12", 1491589, ca, None),
-        Check("context_switches.v3.13", 127507, cb, None),
-        Check("page_faults.v3.12", 400822, a.perf["page-faults"], None),
-        Check("page_faults.v3.13", 302080, b.perf["page-faults"], None),
-    ]
-    notes = [
-        f"v3.12: {100 * sa:.1f}% of CPU time waiting for &mm->page_table_lock "
-        f"({a.locks['&mm->page_table_lock']['contentions']:,} contentions); top symbol {a.profile[0]['symbol']}"
-        f" {a.profile[0]['percent']:.1f}%",
-        f"v3.13: {100 * sb:.2f}% waiting for PMD locks (split: ptlock_ptr(pmd page)); top symbol "
-        f"{b.profile[0]['symbol']} {b.profile[0]['percent']:.1f}%",
-    ]
-    return checks, notes
+def register(e: Experiment) -> Experiment:
+    if e.id in EXPERIMENTS:
+        raise ValueError(f"experiment {e.id!r} registered twice")
+    EXPERIMENTS[e.id] = e
+    return e
 
 
-_SPLIT_PARAMS = {"threads": "512", "bytes": "512m"}
+def _load() -> None:
+    import importlib
 
-EXPERIMENTS: dict[str, Experiment] = {
-    e.id: e
-    for e in (
-        Experiment(
-            "split-pmd-ptl",
-            "split PMD page table lock (e009bb30c8df): thp_memscale -c 512 -b 512m, THP on, SGI UV 2000",
-            "seeds/001 (Kirill A. Shutemov, Alex Thorlton, linux-mm 2013-10-04)",
-            {
-                "v3.12": RunSpec("thp_memscale", "sgi-uv2000-512", "v3.12", params=_SPLIT_PARAMS),
-                "v3.13": RunSpec("thp_memscale", "sgi-uv2000-512", "v3.13", params=_SPLIT_PARAMS),
-            },
-            _eval_split_pmd,
-        ),
-    )
-}
+    for m in _MODULES:
+        importlib.import_module(f"mmsim.experiments.{m}")
 
 
 def reproduce(ids: list[str] | None = None, seed: int = 0) -> list[Outcome]:
     """Run both arms of each named experiment (all when ``ids`` is empty)."""
+    _load()
     names = list(ids) if ids else list(EXPERIMENTS)
     for n in names:
         if n not in EXPERIMENTS:
