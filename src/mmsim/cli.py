@@ -31,6 +31,9 @@ app = typer.Typer(
 )
 machine_app = typer.Typer(help="Inspect one machine preset or YAML file.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
+from mmsim.cli_workflow import register as _register_workflow  # noqa: E402  (compare, sweep, bisect, ...)
+
+_register_workflow(app)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
