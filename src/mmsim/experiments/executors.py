@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -36,6 +37,10 @@ from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
 EXECUTORS = ("serial", "process", "dask")
+# Finished runs are written to the store in batches at most this old: one
+# DuckDB transaction costs ~30-100 ms, too much per run for a sweep of short
+# runs; a hard kill loses at most this much finished work.
+FLUSH_SECONDS = 2.0
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
 
@@ -176,7 +181,8 @@ def run_many(
     """Results (``RunResult.to_dict()``) for ``specs``, in order; and how many were actually run.
 
     Runs found in ``store`` (same canonical inputs and seed) are reused unless
-    ``fresh``; every new result is recorded as soon as it arrives.
+    ``fresh``; new results are recorded as they arrive (batched every
+    ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
@@ -189,14 +195,28 @@ def run_many(
     done = len(specs) - len(todo)
     if progress:
         progress(done, len(specs), {})
-    for j, res in execute([specs[i] for i in todo], executor, workers, scheduler):
-        i = todo[j]
-        results[i] = res
-        if store is not None:
-            store.add([StoredRun(keys[i][0], canon[i], specs[i].seed, res)], replace=fresh)
-        done += 1
-        if progress:
-            progress(done, len(specs), res)
+    pending: list[StoredRun] = []
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if store is not None and pending:
+            store.add(pending, replace=fresh)
+        pending.clear()
+        last_flush = time.monotonic()
+
+    try:
+        for j, res in execute([specs[i] for i in todo], executor, workers, scheduler):
+            i = todo[j]
+            results[i] = res
+            pending.append(StoredRun(keys[i][0], canon[i], specs[i].seed, res))
+            if time.monotonic() - last_flush >= FLUSH_SECONDS:
+                flush()
+            done += 1
+            if progress:
+                progress(done, len(specs), res)
+    finally:
+        flush()  # also on Ctrl-C or an error: every finished run is kept
     return [r for r in results if r is not None], len(todo)
 
 

@@ -1,0 +1,73 @@
+"""stats: summaries, %change, LKP's range-gap rule, Welch's t-test, KPI directions — exact values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mmsim.experiments import stats
+
+
+def test_summary_sample_stddev() -> None:
+    s = stats.summarize([1.0, 2.0, 3.0, 4.0])
+    assert (s.n, s.mean, s.min, s.max) == (4, 2.5, 1.0, 4.0)
+    assert s.stddev == pytest.approx(math.sqrt(5 / 3))
+    assert s.pct_stddev == pytest.approx(100 * math.sqrt(5 / 3) / 2.5)
+    assert stats.summarize([7.0]).stddev == 0.0
+
+
+def test_pct_change() -> None:
+    assert stats.pct_change(100.0, 66.6) == pytest.approx(-33.4)
+    assert stats.pct_change(0.0, 0.0) == 0.0
+    assert stats.pct_change(0.0, 5.0) == math.inf
+
+
+def test_lkp_rule_needs_a_gap_of_half_the_mean_distance() -> None:
+    # ranges [10, 11] and [13, 14]: gap 2 >= |13.5 - 10.5| / 2 = 1.5
+    assert stats.lkp_changed([10, 11], [13, 14])
+    # ranges [10, 12] and [12.5, 14.5]: gap 0.5 < 2.5 / 2
+    assert not stats.lkp_changed([10, 12], [12.5, 14.5])
+    # overlapping ranges never count
+    assert not stats.lkp_changed([10, 13], [12, 15])
+
+
+def test_lkp_rule_trims_one_outlier_each_side_from_five_runs() -> None:
+    a = [10.0, 10.1, 10.2, 10.3, 30.0]  # one wild run
+    b = [12.0, 12.1, 12.2, 12.3, 12.4]
+    assert not stats.lkp_changed([10.0, 10.1, 10.2, 30.0], b[:4]), "4 runs: nothing trimmed, 30 overlaps"
+    assert stats.lkp_changed(a, b), "5 runs: the 30 is trimmed"
+
+
+def test_noise_floor() -> None:
+    assert not stats.lkp_changed([100.0] * 3, [100.5] * 3)  # +0.5% < 1%
+    assert stats.lkp_changed([100.0] * 3, [101.5] * 3)
+
+
+def test_welch_against_scipy_and_degenerate_cases() -> None:
+    from scipy import stats as sps
+
+    a, b = [1.0, 2.0, 3.0, 4.0], [3.0, 4.5, 5.0, 6.5]
+    assert stats.welch_p(a, b) == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    assert stats.welch_p([1.0], [2.0]) == 1.0
+    assert stats.welch_p([2.0, 2.0], [2.0, 2.0]) == 1.0
+    assert stats.welch_p([2.0, 2.0], [3.0, 3.0]) == 0.0
+
+
+def test_verdict_uses_kpi_direction() -> None:
+    c = stats.change([100.0, 101, 99], [66.0, 67, 67.6], "vm-scalability.throughput")
+    assert c.direction == 1 and c.significant and c.verdict == "regression"
+    c = stats.change([100.0, 101, 99], [66.0, 67, 67.6], "thp_memscale.elapsed_seconds")
+    assert c.direction == -1 and c.verdict == "improvement"
+    c = stats.change([100.0, 101, 99], [100.0, 101, 99], "vm-scalability.throughput")
+    assert not c.significant and c.verdict == ""
+
+
+@pytest.mark.parametrize(("metric", "d"), [
+    ("vm-scalability.throughput", 1), ("lmbench.bw_unix", 1), ("will-it-scale.per_process_ops", 1),
+    ("lockstress.acquisitions_per_second", 1), ("perf-stat.instructions-per-cycle", 1),
+    ("thp_memscale.elapsed_seconds", -1), ("lockstress.mean_wait_ns", -1), ("perf-stat.cache-misses", -1),
+    ("lock_stat.&mm->page_table_lock.contentions", -1), ("proc-vmstat.thp_fault_alloc", 0),
+])
+def test_direction_table(metric: str, d: int) -> None:
+    assert stats.direction(metric) == d
