@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wf_common import SMALL
 
 import mmsim.results
 from mmsim.errors import UserError
 from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, flat_metrics, spec_hash
-
-from wf_common import SMALL
 
 
 def _result(seed: int = 0) -> dict[str, Any]:

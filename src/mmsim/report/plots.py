@@ -13,6 +13,7 @@ pyplot, no global state, no display needed).
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,7 @@ def save(fig: Figure, path: Path) -> None:
 def to_svg(fig: Figure) -> str:
     """The figure as inline SVG text, for the HTML report."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg")
+    fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg"):]
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.S)  # RDF boilerplate, no content
