@@ -156,7 +156,7 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
         cluster = None
     else:
         cluster = LocalCluster(n_workers=workers or _ncpus(), threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
         client = Client(cluster)
     try:
         futs = client.map(_work, list(specs), pure=False)
