@@ -70,6 +70,10 @@ CREATE TABLE IF NOT EXISTS metrics (
 """
 
 
+_RUN_COLUMNS = ["run_id", "spec_hash", "seed", "workload", "machine", "kernel", "params", "policies", "spec",
+                "mmsim_version", "created", "wall_seconds", "result"]
+
+
 def default_path() -> Path:
     env = os.environ.get(ENV)
     if env:
@@ -154,6 +158,8 @@ class Store:
 
     def add(self, runs: Iterable[StoredRun], replace: bool = False) -> int:
         """Insert runs in one transaction; returns how many were new. ``replace`` overwrites existing ones."""
+        import pandas as pd
+
         from mmsim import __version__
 
         rows: list[tuple[Any, ...]] = []
@@ -177,8 +183,11 @@ class Store:
                     con.execute("DELETE FROM metrics WHERE list_contains(?, run_id)", [ids])
                     con.execute("DELETE FROM runs WHERE list_contains(?, run_id)", [ids])
                 before = _count(con)
-                con.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING", rows)
-                con.executemany("INSERT INTO metrics VALUES (?,?,?) ON CONFLICT DO NOTHING", mrows)
+                # bulk inserts from DataFrames: executemany is one statement per row (~0.3 s per run)
+                con.register("new_runs", pd.DataFrame(rows, columns=_RUN_COLUMNS))
+                con.register("new_metrics", pd.DataFrame(mrows, columns=["run_id", "name", "value"]))
+                con.execute("INSERT INTO runs SELECT * FROM new_runs ON CONFLICT DO NOTHING")
+                con.execute("INSERT INTO metrics SELECT * FROM new_metrics ON CONFLICT DO NOTHING")
                 added = _count(con) - before
                 con.execute("COMMIT")
             except BaseException:
