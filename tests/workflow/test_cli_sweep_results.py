@@ -63,3 +63,12 @@ def test_sweep_bad_input(capsys: Cap, store_path: Path, argv: list[str], needle:
 def test_results_bad_export_name(capsys: Cap, tmp_path: Path) -> None:
     code, _, err = cli(capsys, "results", "export", str(tmp_path / "x.txt"))
     assert code == 2 and "--output" in err
+
+
+def test_progress_bar_with_eta_on_stderr(capsys: Cap) -> None:
+    code, out, err = cli(capsys, "sweep", "lockstress", *SMALL_P, "-p", "tasks=1,2,3", "--executor", "serial",
+                         "--progress", "--no-store")
+    assert code == 0 and "sweep lockstress" in err and "3/3" in err and "ETA" in err
+    assert "ETA" not in out
+    code, out, err = cli(capsys, "sweep", "lockstress", *SMALL_P, "--executor", "serial", "--no-store")
+    assert err == "", "no bar when stderr is not a terminal"

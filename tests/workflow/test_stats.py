@@ -66,6 +66,7 @@ def test_verdict_uses_kpi_direction() -> None:
 @pytest.mark.parametrize(("metric", "d"), [
     ("vm-scalability.throughput", 1), ("lmbench.bw_unix", 1), ("will-it-scale.per_process_ops", 1),
     ("lockstress.acquisitions_per_second", 1), ("perf-stat.instructions-per-cycle", 1),
+    ("vm-scalability.median", 1), ("vm-scalability.time.user_time", -1), ("vm-scalability.workload", 0),
     ("thp_memscale.elapsed_seconds", -1), ("lockstress.mean_wait_ns", -1), ("perf-stat.cache-misses", -1),
     ("lock_stat.&mm->page_table_lock.contentions", -1), ("proc-vmstat.thp_fault_alloc", 0),
 ])

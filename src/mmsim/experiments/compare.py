@@ -80,7 +80,8 @@ class Comparison:
     def verdicts(self) -> list[str]:
         """One robot-style line per significant benchmark metric, or one 'no change' line."""
         out = []
-        for r in self.rows:
+        # KPIs with a direction (throughput, elapsed time) first: the first line is the robot's headline
+        for r in sorted(self.rows, key=lambda r: r.change.direction == 0):
             if not r.benchmark:
                 continue
             c = r.change

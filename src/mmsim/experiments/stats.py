@@ -142,7 +142,7 @@ def change(a: Sequence[float], b: Sequence[float], metric: str = "", noise_pct: 
 
 _DIRECTIONS: list[tuple[str, int]] = [
     (r"throughput|bandwidth|\.bw(_|$)|per_second|per_sec|_ops$|\.ops$|per_process_ops|per_thread_ops|"
-     r"instructions-per-cycle|ipc$", +1),
+     r"instructions-per-cycle|ipc$|^vm-scalability\.median$", +1),
     (r"elapsed|latency|seconds|_time|wait|_ns$|_us$|contentions|cache-misses|miss-rate|context-switches|"
      r"cpu-migrations|cycles$|spin", -1),
 ]
