@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -37,9 +37,9 @@ from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
 EXECUTORS = ("serial", "process", "dask")
-# Finished runs are written to the store in batches at most this old: one
-# DuckDB transaction costs ~30-100 ms, too much per run for a sweep of short
-# runs; a hard kill loses at most this much finished work.
+# Finished runs are written to the store every this many seconds: one DuckDB
+# transaction costs ~30-100 ms, too much per run for a sweep of short runs;
+# a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
@@ -169,6 +169,47 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
             cluster.close()
 
 
+class _Writer:
+    """Records finished runs in the store in batches: a background thread writes
+    whatever has arrived every ``FLUSH_SECONDS``, ``close()`` writes the rest. So
+    a hard kill loses at most the last ``FLUSH_SECONDS`` of finished runs, and
+    a sweep of short runs does not pay one transaction per run."""
+
+    def __init__(self, store: Store | None, replace: bool) -> None:
+        self.store, self.replace = store, replace
+        self.pending: list[StoredRun] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def put(self, run: StoredRun) -> None:
+        if self.store is None:
+            return
+        with self.lock:
+            self.pending.append(run)
+        if self.thread is None:
+            # started at the first result, when the process pool has already forked its
+            # workers: a fork never copies this thread mid-write (or its locks)
+            self.thread = threading.Thread(target=self._loop, name="mmsim-store-writer", daemon=True)
+            self.thread.start()
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.pending = self.pending, []
+            if batch and self.store is not None:
+                self.store.add(batch, replace=self.replace)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(FLUSH_SECONDS):
+            self.flush()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        self.flush()
+
+
 def run_many(
     specs: Sequence[RunSpec],
     executor: str = "process",
@@ -181,8 +222,8 @@ def run_many(
     """Results (``RunResult.to_dict()``) for ``specs``, in order; and how many were actually run.
 
     Runs found in ``store`` (same canonical inputs and seed) are reused unless
-    ``fresh``; new results are recorded as they arrive (batched every
-    ``FLUSH_SECONDS``, and always before returning or unwinding).
+    ``fresh``; new results are recorded as they arrive (a background writer
+    every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
@@ -195,28 +236,17 @@ def run_many(
     done = len(specs) - len(todo)
     if progress:
         progress(done, len(specs), {})
-    pending: list[StoredRun] = []
-    last_flush = time.monotonic()
-
-    def flush() -> None:
-        nonlocal last_flush
-        if store is not None and pending:
-            store.add(pending, replace=fresh)
-        pending.clear()
-        last_flush = time.monotonic()
-
+    writer = _Writer(store, fresh)
     try:
         for j, res in execute([specs[i] for i in todo], executor, workers, scheduler):
             i = todo[j]
             results[i] = res
-            pending.append(StoredRun(keys[i][0], canon[i], specs[i].seed, res))
-            if time.monotonic() - last_flush >= FLUSH_SECONDS:
-                flush()
+            writer.put(StoredRun(keys[i][0], canon[i], specs[i].seed, res))
             done += 1
             if progress:
                 progress(done, len(specs), res)
     finally:
-        flush()  # also on Ctrl-C or an error: every finished run is kept
+        writer.close()  # also on Ctrl-C or an error: every finished run is kept
     return [r for r in results if r is not None], len(todo)
 
 
