@@ -80,8 +80,13 @@ class Comparison:
     def verdicts(self) -> list[str]:
         """One robot-style line per significant benchmark metric, or one 'no change' line."""
         out = []
-        # KPIs with a direction (throughput, elapsed time) first: the first line is the robot's headline
-        for r in sorted(self.rows, key=lambda r: r.change.direction == 0):
+        # the first line is the robot's headline: throughput first, then other higher-is-better
+        # KPIs, then lower-is-better ones (elapsed time), then metrics without a direction
+        def rank(r: Row) -> tuple[bool, bool, bool]:
+            d = r.change.direction
+            return d == 0, "throughput" not in r.metric, d != 1
+
+        for r in sorted(self.rows, key=rank):
             if not r.benchmark:
                 continue
             c = r.change

@@ -76,8 +76,7 @@ def _compare(d: dict[str, Any]) -> tuple[str, str]:
 
     a, b = d["arms"][0]["kernel"], d["arms"][1]["kernel"]
     title = f"compare {d['workload']} on {d['machine']}: {a} vs {b}"
-    verdicts = [("FYI, we " + v) if v.startswith("noticed") else v for v in d["verdicts"]]
-    body = [_verdicts(verdicts, d.get("regression", False)),
+    body = [_verdicts(lkp.verdict_lines(d), d.get("regression", False)),
             "<h2>%stddev / %change (LKP layout)</h2>", f"<pre>{_e(lkp.lkp_table(d))}</pre>",
             _doc([x for x in lkp.compare_doc(d) if isinstance(x, Table)])]
     mech = lkp.mechanism_lines(d)

@@ -69,12 +69,23 @@ def compare_doc(d: dict[str, Any], show_all: bool = False) -> Doc:
             tests.rows.append([m["metric"], fmt_num(m["a"]["mean"]), fmt_num(m["b"]["mean"]), _pct(m["pct_change"]),
                                "yes" if m["lkp_changed"] else "no", f"{m['welch_p']:.3g}", m["direction"] or "-",
                                m["verdict"] or "-"])
-    verdict = [("FYI, we " + v) if v.startswith("noticed") else v for v in d["verdicts"]]
-    doc: Doc = ["\n".join(head), lkp_table(d, show_all), tests, "\n".join(verdict)]
+    doc: Doc = ["\n".join(head), lkp_table(d, show_all), tests, "\n".join(verdict_lines(d))]
     mech = mechanism_lines(d)
     if mech:
         doc.append("\n".join(mech))
     return doc
+
+
+def verdict_lines(d: dict[str, Any]) -> list[str]:
+    """The robot's headline for the first KPI, then one line naming the other significant benchmark metrics."""
+    v = d["verdicts"]
+    if not v:
+        return []
+    out = [("FYI, we " + v[0]) if v[0].startswith("noticed") else v[0]]
+    others = [m for m in d["metrics"] if m["benchmark"] and m["verdict"] and f" {m['metric']} " not in f"{v[0]} "]
+    if others:
+        out.append("also significant: " + ", ".join(f"{m['metric']} {_pct(m['pct_change'])}" for m in others))
+    return out
 
 
 def mechanism_lines(d: dict[str, Any], top: int = 4, min_pp: float = 0.1) -> list[str]:
