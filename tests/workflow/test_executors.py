@@ -93,3 +93,25 @@ def test_user_error_inside_a_worker_comes_back_as_user_error() -> None:
     specs = [RunSpec("lockstress", params={**SMALL, "tasks": "9"})] * 2
     with pytest.raises(UserError, match="-p tasks"):
         executors.run_many(specs, executor="process", workers=2)
+
+
+def test_dask_scheduler_address_uses_an_existing_cluster(store_path: Path) -> None:
+    """--scheduler tcp://HOST:PORT: connect to a running cluster (here one started in this process)."""
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster:
+        addr = cluster.scheduler_address
+        assert addr.startswith("tcp://")
+        s = sweep("lockstress", {**SMALL, "tasks": "2,4"}, executor="dask", scheduler=addr, store=Store(store_path))
+        assert s.executed == 2 and cluster.scheduler is not None
+    ser = sweep("lockstress", {**SMALL, "tasks": "2,4"}, executor="serial")
+    assert _metrics(s) == _metrics(ser)
+
+
+def test_unreachable_scheduler_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executors, "SCHEDULER_TIMEOUT", "1s")
+    with pytest.raises(UserError, match="--scheduler"):
+        sweep("lockstress", SMALL, executor="dask", scheduler="tcp://127.0.0.1:9")

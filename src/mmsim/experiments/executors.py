@@ -41,6 +41,7 @@ EXECUTORS = ("serial", "process", "dask")
 # transaction costs ~30-100 ms, too much per run for a sweep of short runs;
 # a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
+SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
 
@@ -150,7 +151,7 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
         if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
             raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as e:
             raise UserError("--scheduler", scheduler, f"a reachable Dask scheduler ({e})") from None
         cluster = None
