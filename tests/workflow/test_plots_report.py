@@ -16,6 +16,7 @@ from wf_common import QSPIN, SMALL
 from mmsim.cli import main
 from mmsim.experiments.bisect import bisect, series_from_kernels
 from mmsim.experiments.compare import compare
+from mmsim.experiments.run import RunSpec, run
 from mmsim.experiments.sweep import sweep
 
 Cap = pytest.CaptureFixture[str]
@@ -31,9 +32,15 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                        executor="serial").to_dict(),
         "bisect": bisect("lockstress", series_from_kernels("v3.12", "v4.14"), params=SMALL, runs=1,
                          executor="serial").to_dict(),
+        # the shape of `mmsim reproduce --json` (experiments.reproduce.Outcome.to_dict), arms from real runs
         "reproduce": [{"id": "x", "title": "t", "ok": False, "notes": ["a note"],
                        "checks": [{"metric": "speedup", "published": 36.2, "simulated": 10.0, "band": [18, 72],
-                                   "ok": False, "note": ""}]}],
+                                   "ok": False, "note": ""}],
+                       "arms": {k: {key: r[key] for key in ("kernel", "machine", "params", "metrics", "perf", "sim")}
+                                | {"profile": r["profile"][:10]}
+                                for k, r in (("ticket", run(RunSpec("lockstress", params=SMALL)).to_dict()),
+                                             ("queued", run(RunSpec("lockstress", patches=(QSPIN,),
+                                                                    params=SMALL)).to_dict()))}}],
     }
     out = {}
     for k, v in data.items():
@@ -93,8 +100,7 @@ def test_report_is_self_contained(tmp_path: Path, saved: dict[str, Path], kind: 
     assert "<link" not in page and "<script src" not in page and "<metadata>" not in page
     if kind in ("compare", "bisect"):
         assert "FYI, we noticed a +" in page and QSPIN in page
-    if kind != "reproduce":
-        assert page.count("<svg") >= 2
+    assert page.count("<svg") >= (1 if kind == "reproduce" else 2)
 
 
 def _chromium() -> str | None:
@@ -112,7 +118,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, saved: dict[str, Pa
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed in CI (.ci/run installs it)")
         pytest.skip("chromium not installed (apt-get install chromium); CI always runs this test")
-    for kind in ("compare", "sweep", "bisect"):
+    for kind in ("compare", "sweep", "bisect", "reproduce"):
         out = tmp_path / f"{kind}.html"
         assert main(["report", str(saved[kind]), "-o", str(out)]) == 0
         dom = subprocess.run(
@@ -123,4 +129,4 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, saved: dict[str, Pa
         assert 'data-rendered="ok"' in dom, dom[:500]
         ntables = dom.count("<table")
         nplots = dom.count('<div class="plot"><svg')
-        assert f"rendered: {ntables} tables, {nplots} plots" in dom and nplots >= 2
+        assert f"rendered: {ntables} tables, {nplots} plots" in dom and nplots >= (1 if kind == "reproduce" else 2)

@@ -118,6 +118,8 @@ def _bisect(d: dict[str, Any]) -> str:
 
 
 def _reproduce(outcomes: list[dict[str, Any]]) -> str:
+    from mmsim.report import plots
+
     body = []
     ok = sum(1 for o in outcomes if o.get("ok"))
     body.append(f'<p class="verdict">{ok} of {len(outcomes)} experiment(s) within their bands</p>')
@@ -132,6 +134,13 @@ def _reproduce(outcomes: list[dict[str, Any]]) -> str:
                            fmt_band(c.get("band")) if c.get("band") else "-", verdict, c.get("note", "")])
         body.append(_table(t))
         body += [f'<p class="mech">{_e(n)}</p>' for n in o.get("notes", [])]
+        arms = Table(["arm", "kernel", "machine", "metrics"], align="llll", title="arms")
+        for name, a in o.get("arms", {}).items():
+            arms.rows.append([name, str(a.get("kernel", "")), str(a.get("machine", "")),
+                              ", ".join(f"{k} {fmt_num(v)}" for k, v in a.get("metrics", {}).items())])
+        if arms.rows:
+            body.append(_table(arms))
+            body.append(_plot(plots.arm_profiles, o))
     return "\n".join(body)
 
 

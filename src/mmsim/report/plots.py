@@ -3,8 +3,9 @@
 ``scaling``: a metric against a swept parameter, one line per
 (machine, kernel[, other swept params]), error bars = standard deviation
 over the seeds. ``profile``: the cycle profile's top symbols, arm A against
-arm B. ``lock_waits``: the share of CPU time spent waiting for each lock
-class, stacked, per arm (compare) or per point (sweep).
+arm B (``arm_profiles``: the arms of a reproduce experiment).
+``lock_waits``: the share of CPU time spent waiting for each lock class,
+stacked, per arm (compare) or per point (sweep).
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no
 pyplot, no global state, no display needed).
@@ -104,6 +105,29 @@ def profile(data: dict[str, Any], top: int = 12) -> Figure:
     ax.set_yticks(list(ys), syms, fontsize=8)
     ax.set_xlabel("% of cycles (perf-profile.self)")
     ax.set_title(f"{data['workload']} on {data['machine']}: cycle profile", fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def arm_profiles(outcome: dict[str, Any], top: int = 10) -> Figure:
+    """A reproduce experiment's arms side by side: % of cycles of the top profile symbols."""
+    arms: dict[str, dict[str, float]] = {
+        name: {line["symbol"]: line["percent"] for line in arm.get("profile", [])}
+        for name, arm in outcome["arms"].items()
+    }
+    if not any(arms.values()):
+        raise UserError("INPUT", outcome.get("id"), "a reproduce outcome with per-arm profiles")
+    syms = sorted({s for p in arms.values() for s in p}, key=lambda s: -max(p.get(s, 0.0) for p in arms.values()))
+    syms = syms[:top][::-1]
+    fig = Figure(figsize=(7, 0.4 * len(syms) + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    h = 0.8 / len(arms)
+    for k, (name, prof) in enumerate(arms.items()):
+        ax.barh([y + (k - (len(arms) - 1) / 2) * h for y in range(len(syms))], [prof.get(s, 0.0) for s in syms], h,
+                label=name)
+    ax.set_yticks(range(len(syms)), syms, fontsize=8)
+    ax.set_xlabel("% of cycles")
+    ax.set_title(f"{outcome['id']}: cycle profile per arm", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 
