@@ -145,7 +145,10 @@ def compare_cmd(
         c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
                     _store(store, no_store), fresh, cb)
     d = c.to_dict()
-    _emit_json(d) if json_out else _emit(compare_doc(d, show_all))
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(compare_doc(d, show_all))
 
 
 def sweep_cmd(
@@ -178,7 +181,10 @@ def sweep_cmd(
     d = s.to_dict()
     if metric and not any(metric in p["summary"] for p in d["points"]):
         raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
-    _emit_json(d) if json_out else _emit(sweep_doc(d, metric))
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(sweep_doc(d, metric))
 
 
 def bisect_cmd(
@@ -222,7 +228,10 @@ def bisect_cmd(
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
                    max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
     d = b.to_dict()
-    _emit_json(d) if json_out else _emit(bisect_doc(d))
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(bisect_doc(d))
 
 
 _Filter = Annotated[str | None, typer.Option(help="Keep only this value.")]

@@ -72,3 +72,11 @@ def test_progress_bar_with_eta_on_stderr(capsys: Cap) -> None:
     assert "ETA" not in out
     code, out, err = cli(capsys, "sweep", "lockstress", *SMALL_P, "--executor", "serial", "--no-store")
     assert err == "", "no bar when stderr is not a terminal"
+
+
+def test_store_that_is_not_a_duckdb_file(capsys: Cap, tmp_path: Path) -> None:
+    bad = tmp_path / "notes.duckdb"
+    bad.write_text("not a database\n")
+    code, out, err = cli(capsys, "sweep", "lockstress", *SMALL_P, "--executor", "serial", "--store", str(bad))
+    assert code == 2 and out == "" and "--store" in err and "DuckDB" in err and len(err.strip().splitlines()) == 1
+    assert bad.read_text() == "not a database\n"

@@ -186,10 +186,10 @@ def compare(
         specs += with_seeds(spec, runs, seed)
     canon = [canonical(s) for s in arm_specs]
     results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress)
+    from mmsim.kernels.catalog import resolve
+
     arms = []
     for i, (label, spec) in enumerate(zip(kernels, arm_specs, strict=True)):
-        from mmsim.kernels.catalog import resolve
-
         rk = resolve(spec.kernel, list(spec.patches), spec.policies)
         rs = results[i * runs:(i + 1) * runs]
         flats = [flat_metrics(r) for r in rs]

@@ -143,11 +143,20 @@ class Store:
     def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         import duckdb
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(self.path) + ".lock", "a") as lockf:
+        from mmsim.errors import UserError
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lockf = open(str(self.path) + ".lock", "a")  # closed by the with below, after the transaction
+        except OSError as e:
+            raise UserError("--store", str(self.path), f"a writable file path ({e.strerror})") from None
+        with lockf:
             fcntl.flock(lockf, fcntl.LOCK_EX)
             try:
-                con = duckdb.connect(str(self.path))
+                try:
+                    con = duckdb.connect(str(self.path))
+                except duckdb.Error as e:
+                    raise UserError("--store", str(self.path), f"a DuckDB results file ({e})") from None
                 try:
                     con.execute(_SCHEMA)
                     yield con
