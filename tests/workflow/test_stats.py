@@ -72,3 +72,12 @@ def test_verdict_uses_kpi_direction() -> None:
 ])
 def test_direction_table(metric: str, d: int) -> None:
     assert stats.direction(metric) == d
+
+
+def test_primary_kpi() -> None:
+    vm = ["vm-scalability.median", "vm-scalability.nr_task", "vm-scalability.throughput",
+          "vm-scalability.time.elapsed_time", "vm-scalability.workload"]
+    assert stats.primary_kpi(vm) == "vm-scalability.throughput"
+    assert stats.primary_kpi(["lockstress.elapsed_seconds", "lockstress.mean_wait_ns",
+                              "lockstress.acquisitions_per_second"]) == "lockstress.acquisitions_per_second"
+    assert stats.primary_kpi(["thp_memscale.elapsed_seconds"]) == "thp_memscale.elapsed_seconds"

@@ -184,12 +184,15 @@ def bisect(
     def measure(i: int) -> Step:
         nonlocal executed, metric
         n = runs
+        rs: list[dict[str, Any]] = []
         while True:
-            rs, ran = run_many(specs_for(i, range(seed, seed + n)), executor, workers, scheduler, store,
-                               progress=progress)
+            # only the seeds not measured yet: a step that grows keeps its earlier runs
+            more, ran = run_many(specs_for(i, range(seed + len(rs), seed + n)), executor, workers, scheduler, store,
+                                 progress=progress)
+            rs += more
             executed += ran
             if metric is None:
-                metric = sorted(rs[0]["metrics"])[0]
+                metric = stats.primary_kpi(rs[0]["metrics"])
             flats = [flat_metrics(r) for r in rs]
             if metric not in flats[0]:
                 raise UserError("--metric", metric, sorted(flats[0]))

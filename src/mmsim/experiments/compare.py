@@ -80,13 +80,8 @@ class Comparison:
     def verdicts(self) -> list[str]:
         """One robot-style line per significant benchmark metric, or one 'no change' line."""
         out = []
-        # the first line is the robot's headline: throughput first, then other higher-is-better
-        # KPIs, then lower-is-better ones (elapsed time), then metrics without a direction
-        def rank(r: Row) -> tuple[bool, bool, bool]:
-            d = r.change.direction
-            return d == 0, "throughput" not in r.metric, d != 1
-
-        for r in sorted(self.rows, key=rank):
+        # the first line is the robot's headline (stats.kpi_rank: throughput first)
+        for r in sorted(self.rows, key=lambda r: stats.kpi_rank(r.metric)):
             if not r.benchmark:
                 continue
             c = r.change

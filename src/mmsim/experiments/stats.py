@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 NOISE_PCT = 1.0  # smallest |%change| ever called significant (LKP hides sub-1% changes too)
@@ -154,3 +154,15 @@ def direction(metric: str) -> int:
         if re.search(pattern, metric):
             return d
     return 0
+
+
+def kpi_rank(metric: str) -> tuple[bool, bool, bool, str]:
+    """Sort key of benchmark metrics, headline first: throughput, other higher-is-better
+    metrics, lower-is-better ones (elapsed time), then metrics without a direction."""
+    d = direction(metric)
+    return d == 0, "throughput" not in metric, d != 1, metric
+
+
+def primary_kpi(metrics: Iterable[str]) -> str:
+    """The workload's headline metric (e.g. ``vm-scalability.throughput``): the first by :func:`kpi_rank`."""
+    return min(metrics, key=kpi_rank)
