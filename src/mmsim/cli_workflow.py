@@ -194,7 +194,9 @@ def bisect_cmd(
     series: Annotated[
         Path | None, typer.Option("--series", help="YAML series file (base, patches) instead of --good/--bad.")
     ] = None,
-    metric: Annotated[str | None, typer.Option("--metric", help="Metric to bisect (default: the benchmark's).")] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="Metric to bisect (default: the headline KPI, e.g. throughput).")
+    ] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Change (%) that makes a step bad.")] = 5.0,
     machine: MachineOpt = "tiny",
     param: ParamOpt = None,
