@@ -196,13 +196,16 @@ class _Writer:
 
     def flush(self) -> None:
         with self.lock:
-            batch, self.pending = self.pending, []
-            if batch and self.store is not None:
-                self.store.add(batch, replace=self.replace)
+            if self.pending and self.store is not None:
+                self.store.add(self.pending, replace=self.replace)  # all or nothing: kept on failure
+            self.pending = []
 
     def _loop(self) -> None:
         while not self.stop.wait(FLUSH_SECONDS):
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # the runs stay pending; close() retries and raises
+                return
 
     def close(self) -> None:
         self.stop.set()
