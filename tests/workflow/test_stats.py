@@ -23,25 +23,38 @@ def test_pct_change() -> None:
     assert stats.pct_change(0.0, 5.0) == math.inf
 
 
-def test_lkp_rule_needs_a_gap_of_half_the_mean_distance() -> None:
-    # ranges [10, 11] and [13, 14]: gap 2 >= |13.5 - 10.5| / 2 = 1.5
-    assert stats.lkp_changed([10, 11], [13, 14])
-    # ranges [10, 12] and [12.5, 14.5]: gap 0.5 < 2.5 / 2
-    assert not stats.lkp_changed([10, 12], [12.5, 14.5])
-    # overlapping ranges never count
-    assert not stats.lkp_changed([10, 13], [12, 15])
+def test_lkp_rule_under_three_runs_needs_a_gap_wider_than_the_ranges() -> None:
+    # 2 runs per arm: min_gap = max(len_a, len_b) * distance(1)
+    assert stats.lkp_changed([10, 11], [13, 14])  # gap 2 > 1
+    assert not stats.lkp_changed([10, 12], [12.5, 14.5])  # gap 0.5 < 2
+    assert not stats.lkp_changed([10, 13], [12, 15])  # overlap
+    assert stats.lkp_changed([10.0], [10.5])  # one run each: ranges 0, any gap counts (ratio 1.05 > 1.01)
 
 
-def test_lkp_rule_trims_one_outlier_each_side_from_five_runs() -> None:
-    a = [10.0, 10.1, 10.2, 10.3, 30.0]  # one wild run
-    b = [12.0, 12.1, 12.2, 12.3, 12.4]
-    assert not stats.lkp_changed([10.0, 10.1, 10.2, 30.0], b[:4]), "4 runs: nothing trimmed, 30 overlaps"
-    assert stats.lkp_changed(a, b), "5 runs: the 30 is trimmed"
+def test_lkp_rule_three_runs_gap_over_half_the_median_distance() -> None:
+    # mids 11 and 15, gap = 14 - 12 = 2 ... > (15 - 11) / 2 = 2? no (strict)
+    assert not stats.lkp_changed([10, 11, 12], [14, 15, 16])
+    # gap 14.5 - 12 = 2.5 > (15.5 - 11) / 2 = 2.25
+    assert stats.lkp_changed([10, 11, 12], [14.5, 15.5, 16.5])
+    # the mid is the middle element (LKP's "mean"), not the average: one far value does not move it
+    assert stats.lkp_changed([10, 11, 12], [14.5, 15.5, 99])
 
 
-def test_noise_floor() -> None:
-    assert not stats.lkp_changed([100.0] * 3, [100.5] * 3)  # +0.5% < 1%
+def test_lkp_margin_cuts_outliers_only_from_32_runs() -> None:
+    base = [10.0 + 0.01 * i for i in range(31)]
+    b = [12.0 + 0.01 * i for i in range(32)]
+    assert stats.sort_remove_margin(base) == base  # 31 >> 5 = 0
+    assert not stats.lkp_changed(base[:30] + [12.5], b[:31]), "31 runs: the 12.5 stays and overlaps"
+    assert stats.sort_remove_margin(base + [30.0]) == base[1:]  # 32 >> 5 = 1 cut from each end
+    assert stats.lkp_changed(base + [12.5], b), "32 runs: the 12.5 is cut"
+
+
+def test_lkp_ratio_floor_perf_and_other_metrics() -> None:
+    assert not stats.lkp_changed([100.0] * 3, [100.5] * 3)  # ratio 1.005 <= 1.01
     assert stats.lkp_changed([100.0] * 3, [101.5] * 3)
+    assert not stats.lkp_changed([100.0] * 3, [105.0] * 3, perf_metric=False)  # 1.05 <= 1.1 for vmstat & co
+    assert stats.lkp_changed([100.0] * 3, [111.0] * 3, perf_metric=False)
+    assert stats.lkp_changed([0.0] * 3, [1.0] * 3, perf_metric=False)  # from 0: ratio capped at MAX_RATIO
 
 
 def test_welch_against_scipy_and_degenerate_cases() -> None:
@@ -67,6 +80,7 @@ def test_verdict_uses_kpi_direction() -> None:
     ("vm-scalability.throughput", 1), ("lmbench.bw_unix", 1), ("will-it-scale.per_process_ops", 1),
     ("lockstress.acquisitions_per_second", 1), ("perf-stat.instructions-per-cycle", 1),
     ("vm-scalability.median", 1), ("vm-scalability.time.user_time", -1), ("vm-scalability.workload", 0),
+    ("pmbench.latency.ns.average", -1), ("pmbench.throughput.aps", 1), ("lmbench3.bw_unix.MB/sec", 1),
     ("thp_memscale.elapsed_seconds", -1), ("lockstress.mean_wait_ns", -1), ("perf-stat.cache-misses", -1),
     ("lock_stat.&mm->page_table_lock.contentions", -1), ("proc-vmstat.thp_fault_alloc", 0),
 ])

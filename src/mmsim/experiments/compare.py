@@ -166,7 +166,6 @@ def compare(
     store: Store | None = None,
     fresh: bool = False,
     progress: Progress | None = None,
-    noise_pct: float = stats.NOISE_PCT,
 ) -> Comparison:
     if len(kernels) != 2:
         raise UserError("--kernel", " ".join(kernels) or "(none)", "exactly two kernels: --kernel A --kernel B")
@@ -197,6 +196,7 @@ def compare(
     for name in sorted(set(a.values) | set(b.values), key=lambda n: (n not in bench, n)):
         a.values.setdefault(name, [0.0] * runs)
         b.values.setdefault(name, [0.0] * runs)
-        rows.append(Row(name, stats.change(a.values[name], b.values[name], name, noise_pct), name in bench))
+        perf = name in bench or name.startswith("perf-stat.")  # LKP's perf_metric?: the 1.01 ratio floor
+        rows.append(Row(name, stats.change(a.values[name], b.values[name], name, perf), name in bench))
     return Comparison(workload, canon[0]["machine"], canon[0]["params"], runs, [seed + i for i in range(runs)],
                       a, b, rows, culprit(a.patches, b.patches, a.policies, b.policies), executed)

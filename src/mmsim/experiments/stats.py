@@ -1,24 +1,33 @@
 """Repeated-run statistics as the kernel test robot reports them.
 
 ``summarize`` gives one arm's mean, standard deviation and %stddev;
-``change`` compares two arms: %change, LKP's range-gap rule and Welch's
-t-test. ``direction`` is the KPI table: for each metric, whether a higher
-value is better (throughput) or worse (elapsed time, misses, lock waits), so
-a change reads as an improvement or a regression.
+``change`` compares two arms: %change, LKP's rule and Welch's t-test.
+``direction`` is the KPI table: whether a higher value of a metric is better
+(throughput) or worse (elapsed time, misses, lock waits), so a change reads
+as an improvement or a regression.
 
-LKP's rule (lkp-tests ``lib/stats.rb``, the check behind ``lkp compare``
-and the robot's reports) does not test means: it asks whether the two arms'
-*value ranges* are disjoint with a clear gap. As implemented here:
+LKP's rule, as lkp-tests implements it (``lib/stats.rb``
+``__get_changed_stats``, ``sort_remove_margin``, ``get_min_mean_max``, and
+``lib/changed_stat.rb`` ``LKP::ChangedStat#change?`` in the ``--distance``
+mode the robot bisects with):
 
-1. With 5 or more runs in an arm, its lowest and highest values are trimmed
-   (one outlier each side); with fewer, nothing is trimmed.
-2. The arms are changed when their trimmed ranges do not overlap and the gap
-   between them is at least half the distance between the means
-   (``gap >= |mean_b - mean_a| / 2``), so two wide, barely-separated clouds
-   do not count.
-3. A change smaller than ``noise_pct`` (default 1 %) of the base mean is
-   never reported, whatever the ranges: a simulated run with no run-to-run
-   noise would otherwise flag every last-digit difference.
+1. Each arm's values are sorted and ``n >> 5`` values (at most 3) are cut
+   from each end: outliers only go once there are 32 runs or more.
+2. ``min``, ``mid`` and ``max`` of what is left; LKP calls the middle
+   element ``mean``, it is the median.
+3. With 3 or more values in both arms: changed when the ranges are
+   disjoint and the gap exceeds half the distance between the mids
+   (``min_b > max_a && min_b - max_a > (mid_b - mid_a) / 2``, or the mirror).
+   With fewer: changed when the gap exceeds ``distance`` × the wider range
+   (``min_b - max_a > max(len_a, len_b) * distance``, or the mirror).
+4. The change must also be large enough: ``ratio = max(mid) / min(mid)``
+   (capped at 5) above 1.01 for performance metrics (the benchmark's own and
+   ``perf-stat.*`` here) and above 1.1 for the rest (vmstat, lock_stat,
+   profile lines, ...).
+
+LKP's further per-family filters (``reasonable_perf_change?``: minimum
+absolute deltas for lock_stat, vmstat, ...) are not applied: every flattened
+metric is kept and shown with ``--all``.
 """
 
 from __future__ import annotations
@@ -28,8 +37,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-NOISE_PCT = 1.0  # smallest |%change| ever called significant (LKP hides sub-1% changes too)
+MARGIN_SHIFT = 5  # lkp-tests lib/stats.rb: cut n >> 5 values from each end ...
+MAX_MARGIN = 3  # ... at most 3 (__get_changed_stats, for non-failure, non-latency stats)
+MAX_RATIO = 5.0  # lib/stats.rb MAX_RATIO
+PERF_RATIO = 1.01  # __get_changed_stats: `next unless ratio > 1.01`
+OTHER_RATIO = 1.1  # ... `next unless ratio > 1.1 || perf_metric?(k)`
+DISTANCE = 1.0  # `lkp compare -D N` for arms under 3 runs; mmsim's choice: the gap must exceed the wider range
 ALPHA = 0.05  # Welch's t-test level
+NOISE_PCT = 100 * (PERF_RATIO - 1)  # the smallest |%change| a Welch-only decision may call significant
 
 
 @dataclass(frozen=True)
@@ -62,24 +77,30 @@ def pct_change(a: float, b: float) -> float:
     return 100.0 * (b - a) / abs(a)
 
 
-def _trim(values: Sequence[float]) -> list[float]:
-    s = sorted(values)
-    return s[1:-1] if len(s) >= 5 else s
+def sort_remove_margin(values: Sequence[float]) -> list[float]:
+    """lib/stats.rb ``sort_remove_margin``: sorted, ``min(n >> 5, 3)`` values cut from each end."""
+    v = sorted(values)
+    margin = min(len(v) >> MARGIN_SHIFT, MAX_MARGIN)
+    return v[margin:len(v) - margin] if margin else v
 
 
-def lkp_changed(a: Sequence[float], b: Sequence[float], noise_pct: float = NOISE_PCT) -> bool:
-    """LKP's range-gap rule (see the module docstring)."""
-    ta, tb = _trim(a), _trim(b)
-    ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
-    if abs(pct_change(ma, mb)) < noise_pct:
-        return False
-    if min(tb) > max(ta):
-        gap = min(tb) - max(ta)
-    elif min(ta) > max(tb):
-        gap = min(ta) - max(tb)
+def lkp_changed(a: Sequence[float], b: Sequence[float], perf_metric: bool = True,
+                distance: float = DISTANCE) -> bool:
+    """LKP's rule (see the module docstring); ``a`` is the base arm."""
+    sa, sb = sort_remove_margin(a), sort_remove_margin(b)
+    min_a, mid_a, max_a = sa[0], sa[len(sa) // 2], sa[-1]
+    min_b, mid_b, max_b = sb[0], sb[len(sb) // 2], sb[-1]
+    if len(sa) < 3 or len(sb) < 3:
+        min_gap = max(max_a - min_a, max_b - min_b) * distance
+        changed = min_b - max_a > min_gap or min_a - max_b > min_gap
     else:
+        changed = ((min_b > max_a and min_b - max_a > (mid_b - mid_a) / 2)
+                   or (min_a > max_b and min_a - max_b > (mid_a - mid_b) / 2))
+    if not changed:
         return False
-    return gap >= abs(mb - ma) / 2
+    lo, hi = sorted((mid_a, mid_b))
+    ratio = min(hi / lo, MAX_RATIO) if lo > 0 else MAX_RATIO
+    return ratio > (PERF_RATIO if perf_metric else OTHER_RATIO)
 
 
 def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -129,20 +150,31 @@ class Change:
         return "improvement" if (self.pct_change > 0) == (self.direction > 0) else "regression"
 
 
-def change(a: Sequence[float], b: Sequence[float], metric: str = "", noise_pct: float = NOISE_PCT) -> Change:
+def change(a: Sequence[float], b: Sequence[float], metric: str = "", perf_metric: bool = True) -> Change:
+    """Arm ``a`` (the base) against arm ``b``; ``perf_metric`` picks LKP's 1.01 (else 1.1) ratio floor."""
     sa, sb = summarize(a), summarize(b)
-    return Change(sa, sb, pct_change(sa.mean, sb.mean), lkp_changed(a, b, noise_pct), welch_p(a, b),
+    return Change(sa, sb, pct_change(sa.mean, sb.mean), lkp_changed(a, b, perf_metric), welch_p(a, b),
                   direction(metric))
 
 
 # -- KPI direction ------------------------------------------------------------------
-# Like lkp-tests' per-metric "higher is better" list, but as patterns over
-# mmsim's metric names: benchmark metrics by their own names, then the
-# perf-stat / vmstat / profile / lock_stat families. First match wins.
-
+# lkp-tests etc/index-perf-all.yaml (read by lib/stats.rb kpi_stat_direction):
+# the benchmarks mmsim models, with LKP's sign (1 higher is better, -1 lower).
+_LKP_INDEX_PERF: list[tuple[str, int]] = [
+    (r"vm-scalability\.median", 1),
+    (r"vm-scalability\.throughput", 1),
+    (r"will-it-scale\..+_ops", 1),
+    (r"will-it-scale\.scalability", 1),
+    (r"lmbench3\..+\.MB/sec", 1),
+    (r"pmbench\.latency\.ns\.average", -1),
+    (r"pmbench\.throughput\.aps", 1),
+]
+# LKP has no direction for anything else ("undefined"); mmsim adds patterns
+# over its own names (lockstress, thp_memscale, perf-stat, lock_stat, ...).
+# First match wins.
 _DIRECTIONS: list[tuple[str, int]] = [
-    (r"throughput|bandwidth|\.bw(_|$)|per_second|per_sec|_ops$|\.ops$|per_process_ops|per_thread_ops|"
-     r"instructions-per-cycle|ipc$|^vm-scalability\.median$", +1),
+    (r"throughput|bandwidth|\.bw(_|$)|MB/s|per_second|per_sec|_ops$|\.ops$|"
+     r"instructions-per-cycle|ipc$", +1),
     (r"elapsed|latency|seconds|_time|wait|_ns$|_us$|contentions|cache-misses|miss-rate|context-switches|"
      r"cpu-migrations|cycles$|spin", -1),
 ]
@@ -150,6 +182,9 @@ _DIRECTIONS: list[tuple[str, int]] = [
 
 def direction(metric: str) -> int:
     """+1 if a higher value of ``metric`` is better, -1 if lower is better, 0 if it is neither."""
+    for pattern, d in _LKP_INDEX_PERF:
+        if re.fullmatch(pattern, metric):
+            return d
     for pattern, d in _DIRECTIONS:
         if re.search(pattern, metric):
             return d
