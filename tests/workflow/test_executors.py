@@ -115,3 +115,25 @@ def test_unreachable_scheduler_is_a_user_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(executors, "SCHEDULER_TIMEOUT", "1s")
     with pytest.raises(UserError, match="--scheduler"):
         sweep("lockstress", SMALL, executor="dask", scheduler="tcp://127.0.0.1:9")
+
+
+def test_background_writer_stores_finished_runs_before_the_sweep_ends(store_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a `kill -9` would find: runs finished more than FLUSH_SECONDS ago are already in the store."""
+    import time
+
+    from mmsim.experiments.run import run
+    from mmsim.results.store import StoredRun, spec_hash
+
+    monkeypatch.setattr(executors, "FLUSH_SECONDS", 0.05)
+    st = Store(store_path)
+    w = executors._Writer(st, replace=False)
+    res = run(RunSpec("lockstress", params=SMALL)).to_dict()
+    w.put(StoredRun(spec_hash({"x": 1}), {"x": 1}, 0, res))
+    deadline = time.monotonic() + 10
+    while st.count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert st.count() == 1, "flushed by the background thread, before close()"
+    w.put(StoredRun(spec_hash({"x": 2}), {"x": 2}, 0, res))
+    w.close()
+    assert st.count() == 2
