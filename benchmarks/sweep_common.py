@@ -25,12 +25,17 @@ def calibrate(seconds: float) -> int:
     return max(100, int(probe * seconds / dt))
 
 
-def timed_sweep(params: dict[str, str], executor: str, workers: int | None) -> tuple[float, Any]:
-    """Wall seconds of one sweep through a fresh results store (as the CLI does it)."""
+def timed_sweep(params: dict[str, str], executor: str, workers: int | None) -> tuple[float, Any, float]:
+    """Wall seconds of one sweep through a fresh results store (as the CLI does it), the sweep, and
+    the sum of the runs' own wall times (``sim.wall_seconds``, measured inside the worker around
+    the simulation): busy / (wall × workers) is how well the executor kept its workers fed,
+    which contention from other jobs on the machine slows down but does not hide."""
     with tempfile.TemporaryDirectory() as d:
+        st = Store(Path(d) / "r.duckdb")
         t0 = time.perf_counter()
-        s = sweep("lockstress", params, executor=executor, workers=workers, store=Store(Path(d) / "r.duckdb"))
-        return time.perf_counter() - t0, s
+        s = sweep("lockstress", params, executor=executor, workers=workers, store=st)
+        wall = time.perf_counter() - t0
+        return wall, s, float(st.runs()["wall_seconds"].sum())
 
 
 def host() -> dict[str, Any]:

@@ -26,13 +26,16 @@ def main() -> None:
     a = ap.parse_args()
     iters = calibrate(a.seconds)
     params = {**BASE, "iterations": str(iters), "think_ns": ",".join(str(500 + 10 * i) for i in range(a.points))}
-    t_serial, s1 = timed_sweep(params, "serial", None)
-    t_dask, s2 = timed_sweep(params, "dask", a.workers)
+    t_serial, s1, busy1 = timed_sweep(params, "serial", None)
+    t_dask, s2, busy2 = timed_sweep(params, "dask", a.workers)
     per_task = (t_dask - t_serial / a.workers) / (a.points / a.workers)
     out = {
         "benchmark": "sweep_dask", "points": a.points, "iterations": iters, "workers": a.workers,
         "serial_s": round(t_serial, 2), "dask_s": round(t_dask, 2), "ratio": round(t_dask / t_serial, 3),
-        "overhead_per_task_s": round(per_task, 3), "identical_metrics": same_metrics(s1, s2), "host": host(),
+        "overhead_per_task_s": round(per_task, 3),
+        "serial_busy": round(busy1 / t_serial, 3), "dask_busy": round(busy2 / (t_dask * a.workers), 3),
+        "run_s_serial": round(busy1 / a.points, 3), "run_s_dask": round(busy2 / a.points, 3),
+        "identical_metrics": same_metrics(s1, s2), "host": host(),
     }
     if a.json:
         print(json.dumps(out, indent=2))

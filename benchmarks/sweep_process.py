@@ -26,11 +26,12 @@ def main() -> None:
     a = ap.parse_args()
     iters = calibrate(a.seconds)
     params = {**BASE, "iterations": str(iters), "think_ns": ",".join(str(500 + 10 * i) for i in range(a.points))}
-    t_serial, s1 = timed_sweep(params, "serial", None)
-    t_proc, s2 = timed_sweep(params, "process", a.workers)
+    t_serial, s1, busy1 = timed_sweep(params, "serial", None)
+    t_proc, s2, busy2 = timed_sweep(params, "process", a.workers)
     out = {
         "benchmark": "sweep_process", "points": a.points, "iterations": iters, "workers": a.workers,
         "serial_s": round(t_serial, 2), "process_s": round(t_proc, 2), "speedup": round(t_serial / t_proc, 2),
+        "serial_busy": round(busy1 / t_serial, 3), "process_busy": round(busy2 / (t_proc * a.workers), 3),
         "identical_metrics": same_metrics(s1, s2), "host": host(),
     }
     if a.json:
