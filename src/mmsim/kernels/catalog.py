@@ -57,6 +57,22 @@ POLICIES: dict[str, Policy] = {
                "(c79b57e462b5, v4.14)"),
         Policy("huge_copy_order", ("sequential", "target-last"),
                "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+        Policy("numa_balancing", ("0", "1", "2"),
+               "sysctl kernel.numa_balancing: 0 off, 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
+               "(promote hot pages from non-top-tier nodes, v5.18+)"),
+        Policy("numa_scan_check", ("page-first", "protnone-first"),
+               "change_pte_range with prot_numa: look up the struct page before pte_protnone(), or check "
+               "pte_protnone() first (a818f5363a0e, v5.5)"),
+        Policy("numa_balancing_scan_delay_ms", (), "sysctl kernel.numa_balancing_scan_delay_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_min_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_min_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_max_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_max_ms (default 60000)"),
+        Policy("numa_balancing_scan_size_mb", (), "sysctl kernel.numa_balancing_scan_size_mb (default 256)"),
+        Policy("numa_balancing_hot_threshold_ms", (),
+               "tiering mode: hint-fault latency below which a slow-tier page is hot (default 1000, v5.18+)"),
+        Policy("numa_balancing_promote_rate_limit_mbps", (),
+               "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)"),
     )
 }
 
@@ -94,6 +110,9 @@ PATCHES: dict[str, Patch] = {
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
               {"huge_copy_order": "target-last"}, "v4.18"),
+        # Merged by Linus 2019-12-01 for v5.5 (seeds/002, RFC 02/10, acked by Mel Gorman).
+        Patch("a818f5363a0e", "autonuma: reduce cache footprint when scanning page tables",
+              {"numa_scan_check": "protnone-first"}, "v5.5"),
     )
 }
 
@@ -108,6 +127,16 @@ _V312 = {
     "stat_interval_ms": "1000",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    # NUMA balancing (v3.8+). Off unless --set numa_balancing=1|2, as on a kernel booted with
+    # numa_balancing=disable; the sysctl defaults are kernel/sched/fair.c's (v5.4).
+    "numa_balancing": "0",
+    "numa_scan_check": "page-first",
+    "numa_balancing_scan_delay_ms": "1000",
+    "numa_balancing_scan_period_min_ms": "1000",
+    "numa_balancing_scan_period_max_ms": "60000",
+    "numa_balancing_scan_size_mb": "256",
+    "numa_balancing_hot_threshold_ms": "1000",
+    "numa_balancing_promote_rate_limit_mbps": "65536",
 }
 
 
@@ -137,6 +166,8 @@ KERNELS: dict[str, Kernel] = {
         _release("v4.14", "v4.14"),
         _release("v4.17", "v4.17"),
         _release("v4.18", "v4.18"),
+        _release("v5.4", "v5.4"),
+        _release("v5.5", "v5.5"),
         _release("v5.6", "v5.6"),
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),
