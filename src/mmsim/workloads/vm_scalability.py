@@ -148,7 +148,10 @@ class UsememCase:
     def command(self, p: dict[str, Any]) -> str:
         opts = " --random" if self.random else " --readonly" if self.readonly else ""
         opts += " --prealloc --prefault" if self.cow else ""
-        return f"usemem -n {p['nr_task']} -T {p['runtime']}{opts} {p['size'] or 'mem/nr_task/2'}"
+        nr = p["nr_task"]
+        per = "$((mem / nr_task / 2))" if not p["size"] else (
+            str(p["size"] // int(nr)) if nr.isdigit() else f"$(({p['size']} / nr_task))")
+        return f"usemem -n {nr} -T {p['runtime']}{opts} {per}"
 
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         nr, per = self._sizes(system, p)
