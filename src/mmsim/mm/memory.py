@@ -397,6 +397,7 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     pt.zero_ptes.discard(pfn)
     pt.wp_ptes.discard(pfn)
     pt.shared.pop(("P", pfn), None)
+    note_pte_node(pt, addr >> PMD_SHIFT, pfn & 511, node)
     lk.release(task)
     s.counters.vm[cpu][COW_FAULT] += 1
 
@@ -505,17 +506,25 @@ def do_numa_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any
     if target == page_nid:
         target = mempolicy.NUMA_NO_NODE
     ns, ins = DO_NUMA_PAGE
-    yield s.counters.busy(cpu, "do_numa_page", int(ns / s.machine.freq_ghz + stall) + 1, ins)
+    d = s.counters.busy(cpu, "do_numa_page", int(ns / s.machine.freq_ghz + stall) + 1, ins)
+    failed = False
+    if target >= 0 and not migrate.migrate_balanced_pgdat(s, target, 1):
+        s.numa_stats["numa_migrate_failed"] += 1  # numamigrate_isolate_page refuses: no isolation, no copy
+        target = mempolicy.NUMA_NO_NODE
+        failed = True
+    if target < 0:
+        # no migration: task_numa_fault's bookkeeping folded into the same busy period (one event)
+        yield d + numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, False, failed)
+        lk.release(task)
+        return
+    yield d
     lk.release(task)
-    migrated = failed = False
-    if target >= 0:
-        migrated = yield from migrate.migrate_misplaced_page(task, mm, addr, page_nid, target)
-        failed = not migrated
-        if migrated:
-            if s.policy("numa_balancing") == "2" and not s.numa_toptier[page_nid]:
-                s.numa_stats["pgpromote_success"] += 1
-            page_nid = target
-    yield numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, migrated, failed)
+    migrated = yield from migrate.migrate_misplaced_page(task, mm, addr, page_nid, target)
+    if migrated:
+        if s.policy("numa_balancing") == "2" and not s.numa_toptier[page_nid]:
+            s.numa_stats["pgpromote_success"] += 1
+        page_nid = target
+    yield numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, migrated, not migrated)
 
 
 def do_huge_pmd_numa_page(task: Task, mm: MmStruct, addr: int) -> Generator[Any, Any, None]:

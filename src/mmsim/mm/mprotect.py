@@ -140,7 +140,7 @@ def memmap_node(s: Any, node: int) -> int:
 
 
 def _ns(s: Any, cyc: float) -> float:
-    return cyc / s.machine.freq_ghz
+    return float(cyc / s.machine.freq_ghz)
 
 
 def change_pte_range(

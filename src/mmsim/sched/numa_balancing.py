@@ -52,6 +52,18 @@ TASK_NUMA_WORK = (800, 800)
 TASK_NUMA_FAULT = (150, 150)
 
 
+# change_prot_numa and what it calls in the model: the page-table scanning time of seeds/002's profile.
+SCAN_FUNCS = ("change_prot_numa", "change_pte_range", "change_huge_pmd", "flush_tlb_mm_range")
+
+
+def scan_share(s: Any) -> float:
+    """Cycles in page-table scanning (``SCAN_FUNCS``) / all cycles of the run."""
+    prof = s.counters.profile_total()
+    total = sum(e.ns for e in prof.values())
+    scan = sum(prof[f].ns for f in SCAN_FUNCS if f in prof)
+    return scan / total if total else 0.0
+
+
 @dataclass
 class NumaTask:
     """The ``task_struct`` NUMA balancing fields of one task."""
