@@ -117,7 +117,7 @@ class PatternGen:
             u = self.rng.random(k)
             u[u == 0] = 1.0
             val = (1.0 - u * (1.0 - (1.0 / n) ** a)) ** (-1.0 / a)
-            return np.minimum(val.astype(np.int64) - 1, n - 1)
+            return np.asarray(np.minimum(val.astype(np.int64) - 1, n - 1), dtype=np.int64)
         return self._linear(k)
 
     def _linear(self, k: int) -> np.ndarray:
