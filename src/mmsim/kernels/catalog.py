@@ -52,6 +52,23 @@ POLICIES: dict[str, Policy] = {
         Policy("nr_ptes_atomic", ("off", "on"),
                "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL"),
         Policy("stat_interval_ms", (), "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms)"),
+        Policy("pcp_batch_cap", ("512k", "1m"),
+               "zone_batchsize cap: 512 KiB (batch 31), 1 MiB after d8a759b57035 (batch 63), v4.19"),
+        Policy("pcp_orders", ("0", "0-3+thp"),
+               "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)"),
+        Policy("pcp_high", ("6xbatch", "zone_highsize"),
+               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)"),
+        Policy("percpu_pagelist_high_fraction", (),
+               "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark"),
+        Policy("pcp_free_factor", ("off", "on"),
+               "double the pages freed per PCP drain while freeing without allocating (3b12e7e97938, v5.14)"),
+        Policy("pcp_free_high", ("off", "free_factor", "consecutive"),
+               "drain the whole PCP on a high-order free after a drain (f26b3fa04611, v5.18); "
+               "consecutive: only after another high-order free (ca71fe1ad922, v6.7)"),
+        Policy("pcp_free_high_batch", ("off", "v1", "llc"),
+               "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain if the per-CPU data cache "
+               "share > 4 x batch (v1: lore 20230920061856.257597-4-ying.huang@intel.com) or the LLC "
+               "slice > 3 x batch (llc: 362d37a106dd, v6.7)"),
     )
 }
 
@@ -85,6 +102,21 @@ PATCHES: dict[str, Patch] = {
               {"rwsem_spin_on_owner": "on"}, "v3.16"),
         Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
               {"spinlock": "queued"}, "v4.2"),
+        Patch("d8a759b57035", "mm, page_alloc: double zone's batchsize", {"pcp_batch_cap": "1m"}, "v4.19"),
+        Patch("44042b449872", "mm/page_alloc: allow high-order pages to be stored on the per-cpu lists",
+              {"pcp_orders": "0-3+thp"}, "v5.14"),
+        Patch("b92ca18e8ca5", "mm/page_alloc: disassociate the pcp->high from pcp->batch",
+              {"pcp_high": "zone_highsize"}, "v5.14"),
+        Patch("3b12e7e97938", "mm/page_alloc: scale the number of pages that are batch freed",
+              {"pcp_free_factor": "on"}, "v5.14"),
+        Patch("f26b3fa04611", "mm/page_alloc: limit number of high-order pages on PCP during bulk free",
+              {"pcp_free_high": "free_factor"}, "v5.18"),
+        Patch("ca71fe1ad922", "mm, pcp: avoid to drain PCP when process exit",
+              {"pcp_free_high": "consecutive"}, "v6.7"),
+        # Computes the per-CPU LLC slice 362d37a106dd reads; no allocator behaviour of its own.
+        Patch("94a3bfe4073c", "cacheinfo: calculate size of per-CPU data cache slice", {}, "v6.7"),
+        Patch("362d37a106dd", "mm, pcp: reduce lock contention for draining high-order pages",
+              {"pcp_free_high_batch": "llc"}, "v6.7"),
     )
 }
 
@@ -97,6 +129,13 @@ _V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "pcp_batch_cap": "512k",
+    "pcp_orders": "0",
+    "pcp_high": "6xbatch",
+    "percpu_pagelist_high_fraction": "0",
+    "pcp_free_factor": "off",
+    "pcp_free_high": "off",
+    "pcp_free_high_batch": "off",
 }
 
 

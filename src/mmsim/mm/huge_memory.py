@@ -41,9 +41,10 @@ def do_huge_pmd_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int) ->
     s = mm.system
     c = s.counters
     cpu = task.cpu
-    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
+    owner = (mm, addr >> PMD_SHIFT)
+    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER, owner=owner)
     yield from _clear_huge_page(task, s, node)
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0, owner=owner)  # pte_alloc_one
     slot = addr >> PMD_SHIFT
     pt = mm.pgtables
     lk = pt.pmd_lockptr(slot)
