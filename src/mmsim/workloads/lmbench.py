@@ -27,6 +27,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
+from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.mm.costs import path
 from mmsim.net.af_unix import UnixSock, socketpair, unix_stream_recvmsg, unix_stream_sendmsg
 from mmsim.workloads.base import ParamInfo, parse_int, register
@@ -70,7 +71,7 @@ class BwUnix:
         "bytes": ParamInfo(XFER, "-M: bytes per iteration (XFER = 10m)", parse_lm_bytes, "a size like 10m"),
         "warmup": ParamInfo(1, "untimed iterations per pair (lmbench -W is a time)", parse_int(0),
                             "an integer >= 0"),
-        "repetitions": ParamInfo(2, "timed iterations per pair (lmbench -N)", parse_int(1), "an integer >= 1"),
+        "repetitions": ParamInfo(3, "timed iterations per pair (lmbench -N)", parse_int(1), "an integer >= 1"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
@@ -82,24 +83,28 @@ class BwUnix:
             raise UserError("-p pairs", p["pairs"], f"at most {m.ncpus // 2} on {m.name} (two CPUs per pair)")
         if p["bytes"] % p["msg"]:  # bw_unix.c rounds the total up to a multiple of xfer
             p["bytes"] += p["msg"] - p["bytes"] % p["msg"]
-        st: dict[str, Any] = {"durations": [], "ends": []}
+        st: dict[str, Any] = {"durations": [], "ends": [], "refs": 0, "misses": 0}
         system.workload_state = st
         for i, (rcpu, wcpu) in enumerate(pair_cpus(m, p["pairs"])):
             wsk, rsk = socketpair(system, wcpu, rcpu)
             ctl: dict[str, Any] = {"todo": 0, "waiter": None}
             reader = Task(2 * i, f"bw_unix/{i}", cpu=rcpu)
             writer = Task(2 * i + 1, f"bw_unix/{i}w", cpu=wcpu)
-            system.sched.spawn(reader, self._reader(system, reader, rsk, ctl, p))
+            system.sched.spawn(reader, self._reader(system, reader, rsk, ctl, p, (rcpu, wcpu)))
             system.sched.spawn(writer, self._writer(system, writer, wsk, ctl, p))
 
     def _reader(
-        self, s: Any, t: Task, sk: UnixSock, ctl: dict[str, Any], p: dict[str, Any],
+        self, s: Any, t: Task, sk: UnixSock, ctl: dict[str, Any], p: dict[str, Any], cpus: tuple[int, int],
     ) -> Generator[Any, Any, None]:
         start = 0
+        perf = s.counters.perf
+        refs0 = miss0 = 0
         pipe_ns, pipe_ins = path("pipe_write", s.machine.freq_ghz)
         for it in range(p["warmup"] + p["repetitions"]):
             if it == p["warmup"]:
                 start = s.engine.now
+                refs0 = sum(perf[c][CACHE_REFERENCES] for c in cpus)
+                miss0 = sum(perf[c][CACHE_MISSES] for c in cpus)
             ctl["todo"] += p["bytes"]  # write(control[1], &todo, sizeof(todo))
             yield s.counters.busy(t.cpu, "pipe_write", pipe_ns, pipe_ins)
             if ctl["waiter"] is not None:
@@ -109,6 +114,8 @@ class BwUnix:
             while done < p["bytes"]:
                 done += yield from unix_stream_recvmsg(t, sk, p["msg"])
         st = s.workload_state
+        st["refs"] += sum(perf[c][CACHE_REFERENCES] for c in cpus) - refs0
+        st["misses"] += sum(perf[c][CACHE_MISSES] for c in cpus) - miss0
         st["durations"].append(s.engine.now - start)
         st["ends"].append(s.engine.now)
         s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
@@ -135,6 +142,8 @@ class BwUnix:
         return {
             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": round(bw, 2),
             "bw_unix.timed_seconds": d / 1e9,
+            # perf's cache-misses / cache-references on the pairs' CPUs over the timed iterations
+            "bw_unix.llc_miss_rate": st["misses"] / st["refs"] if st["refs"] else 0.0,
             "bw_unix.reused_hot_pages": pa.reuse.hot_pages,
             "bw_unix.cold_pages": pa.reuse.cold_pages,
         }
