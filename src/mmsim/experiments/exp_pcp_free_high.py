@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from mmsim.experiments.reproduce import Check, Experiment, register
 from mmsim.experiments.run import RunResult, RunSpec
+from mmsim.machine import get_machine
+from mmsim.mm.page_alloc import PAGE_SIZE, pcp_data_cache_bytes, zone_batchsize
 
 BW = "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"
 MISS = "bw_unix.llc_miss_rate"
@@ -44,7 +46,13 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("zone_lock_acquisitions.parent", None, a.locks[ZONE_LOCK]["acquisitions"], None),
         Check("zone_lock_acquisitions.patched", None, b.locks[ZONE_LOCK]["acquisitions"], None),
     ]
-    notes = []
+    m = get_machine(b.machine)
+    batch = zone_batchsize(int(m.nodes[0].memory_gib * (1 << 30)) // PAGE_SIZE, 1 << 20)
+    notes = [
+        f"PCPF_FREE_HIGH_BATCH on {m.name}: LLC slice {pcp_data_cache_bytes(m, 'llc') // PAGE_SIZE} pages > "
+        f"3 x {batch} (merged rule, used here); v1's data-cache share {pcp_data_cache_bytes(m, 'v1') // PAGE_SIZE} "
+        f"pages > 4 x {batch} sets the same flag",
+    ]
     for arm, r, share in (("parent", a, sa), ("patched", b, sb)):
         z = r.locks[ZONE_LOCK]
         notes.append(

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from math import isqrt
 from typing import Any
 
@@ -176,6 +176,20 @@ class Pcp:
         self.flags = flags
 
 
+class PcpRow(dict[int, Pcp]):
+    """One CPU's PCPs by zone index, each made on first access."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[int], Pcp]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, zi: int) -> Pcp:
+        p = self[zi] = self._make(zi)
+        return p
+
+
 class PageAllocator:
     """Zones, PCPs and the zonelist order of every node."""
 
@@ -213,12 +227,16 @@ class PageAllocator:
         rule = pol("pcp_free_high_batch")
         cache_pages = pcp_data_cache_bytes(m, rule) >> PAGE_SHIFT if rule != "off" else 0
         mult = 4 if rule == "v1" else 3
-        self.pcps = [
-            [Pcp(self.nlists, z.high, z.batch,
-                 PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0)
-             for z in self.zones]
-            for _ in range(m.ncpus)
-        ]
+        zones = self.zones
+        nlists = self.nlists
+
+        def make(zi: int) -> Pcp:
+            z = zones[zi]
+            return Pcp(nlists, z.high, z.batch,
+                       PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0)
+
+        # pcps[cpu][zone index]; built on first use: most CPU x zone pairs never are.
+        self.pcps = [PcpRow(make) for _ in range(m.ncpus)]
         nn = len(m.nodes)
         self.zonelist = [sorted(range(nn), key=lambda j: (m.distances[i][j], j)) for i in range(nn)]
         self._zone_starts = [z.start_pfn for z in self.zones]
@@ -657,14 +675,15 @@ class PageAllocator:
     @property
     def pcp(self) -> list[list[int]]:
         """``pcp[cpu][node]``: pages on each CPU's PCP for each zone."""
-        return [[p.count for p in row] for row in self.pcps]
+        return [[row[z.index].count if z.index in row else 0 for z in self.zones] for row in self.pcps]
 
     def pcp_count(self, cpu: int, node: int) -> int:
-        return self.pcps[cpu][node].count
+        row = self.pcps[cpu]
+        return row[node].count if node in row else 0
 
     def free_pages_count(self) -> int:
         """Free pages in the buddy lists plus those sitting on PCPs."""
-        return sum(z.free_pages for z in self.zones) + sum(p.count for row in self.pcps for p in row)
+        return sum(z.free_pages for z in self.zones) + sum(p.count for row in self.pcps for p in row.values())
 
     def buddy_free_pages(self, z: Zone) -> int:
         """Free pages counted from the lists themselves (a check on ``z.free_pages``)."""

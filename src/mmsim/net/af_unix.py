@@ -50,7 +50,7 @@ SK_WMEM_DEFAULT = 212992  # net.core.wmem_default on x86-64 (SK_WMEM_MAX)
 class UnixSock:
     """One end of a connected stream socket pair."""
 
-    def __init__(self, system: Any, name: str, home_cpu: int) -> None:
+    def __init__(self, system: Any, home_cpu: int) -> None:
         self.system = system
         self.peer: UnixSock | None = None
         self.receive_queue: deque[Skb] = deque()
@@ -60,13 +60,13 @@ class UnixSock:
         self.lock = Spinlock(system.locks, "&u->lock", system.spin_kind, home_cpu)
         self.reader: Task | None = None  # sleeping in unix_stream_data_wait
         self.writer: Task | None = None  # sleeping in sock_wait_for_wmem
-        self.cpu = home_cpu  # where the task using this end runs (set by the workload)
+        self.cpu = home_cpu  # where the task using this end runs
 
 
 def socketpair(system: Any, cpu_a: int, cpu_b: int) -> tuple[UnixSock, UnixSock]:
-    a, b = UnixSock(system, "a", cpu_a), UnixSock(system, "b", cpu_b)
+    """``socketpair(AF_UNIX, SOCK_STREAM)``: end ``a`` used on ``cpu_a``, ``b`` on ``cpu_b``."""
+    a, b = UnixSock(system, cpu_a), UnixSock(system, cpu_b)
     a.peer, b.peer = b, a
-    a.cpu, b.cpu = cpu_a, cpu_b
     return a, b
 
 
