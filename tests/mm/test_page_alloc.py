@@ -195,3 +195,31 @@ def test_small_zone_pcp_batch_is_at_least_one(tiny: Machine) -> None:
     _alloc(s, 0, 0, 0)
     assert s.page_alloc.pcp[0][0] == 0
     assert s.page_alloc.zones[0].free_pages == 4095
+
+
+def test_small_fallback_blocks(tiny: Machine) -> None:
+    pa = System(tiny, resolve("v6.6"), 0).page_alloc
+    z, z1 = pa.zones
+    for zz in (z, z1):
+        zz.pristine = zz.pristine_end  # no MAX_ORDER block left: only the blocks put below
+    fa = z.free_area
+    fa[0][MIGRATE_MOVABLE][0] = COLD
+    fa[3][MIGRATE_MOVABLE][8] = COLD
+    z.free_pages = 1 + 8
+    # UNMOVABLE order 0 with only MOVABLE blocks: the largest (order 3) is found; unmovable
+    # requests steal, so its pageblock's free pages move (9 pages, under half of 512: the
+    # pageblock stays MOVABLE), and the order-0 page at pfn 0 is taken from the UNMOVABLE list.
+    assert pa._rmqueue(z, 0, 0, MIGRATE_UNMOVABLE) == (0, COLD)
+    assert fa[3][MIGRATE_UNMOVABLE] == {8: COLD} and not fa[3][MIGRATE_MOVABLE]
+    assert z.pb_mt == {}
+    # MOVABLE order 1 with only UNMOVABLE blocks of orders 3 and 2: order 3 < pageblock_order/2
+    # cannot steal, so the smallest fitting block (order 2) moves alone and splits.
+    b = z1.start_pfn
+    fa1 = z1.free_area
+    fa1[3][MIGRATE_UNMOVABLE][b + 8] = COLD
+    fa1[2][MIGRATE_UNMOVABLE][b + 600] = COLD
+    z1.free_pages = 8 + 4
+    assert pa._rmqueue(z1, 2, 1, MIGRATE_MOVABLE) == (b + 600, COLD)
+    assert fa1[1][MIGRATE_MOVABLE] == {b + 602: COLD}
+    assert fa1[3][MIGRATE_UNMOVABLE] == {b + 8: COLD}
+    assert z1.free_pages == 8 + 2 == pa.buddy_free_pages(z1)

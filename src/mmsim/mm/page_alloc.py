@@ -362,8 +362,14 @@ class PageAllocator:
 
     def _rmqueue_fallback(self, z: Zone, order: int, start_mt: int) -> bool:
         """``__rmqueue_fallback`` + ``steal_suitable_fallback`` (v6.6): the largest
-        fallback block (the smallest for a MOVABLE request that cannot steal)."""
-        can_steal = order >= PAGEBLOCK_ORDER // 2 or start_mt != MIGRATE_MOVABLE
+        fallback block; for a MOVABLE request that could not steal its pageblock,
+        the smallest instead. A block of pageblock order or more changes its
+        pageblocks' type; a smaller one moves its pageblock's free pages
+        (``move_freepages_block``) and takes the pageblock if that is half of it."""
+
+        def can_steal(cur: int) -> bool:  # can_steal_fallback
+            return cur >= PAGEBLOCK_ORDER // 2 or start_mt != MIGRATE_MOVABLE
+
         found = -1
         cur = MAX_ORDER
         for cur in range(MAX_ORDER, order - 1, -1):
@@ -372,7 +378,7 @@ class PageAllocator:
                 break
         if found < 0:
             return False
-        if not can_steal and cur > order:
+        if not can_steal(cur) and cur > order:  # find_smallest
             for cur in range(order, NR_ORDERS):
                 found = self._find_fallback(z, cur, start_mt)
                 if found >= 0:
@@ -385,14 +391,14 @@ class PageAllocator:
             z.pristine += 1 << MAX_ORDER
             area[pfn] = COLD
         if cur >= PAGEBLOCK_ORDER:
-            # change_pageblock_range, then move this block (single_page).
-            for pb in range(pfn >> PAGEBLOCK_ORDER, (pfn + (1 << cur)) >> PAGEBLOCK_ORDER):
+            for pb in range(pfn >> PAGEBLOCK_ORDER, (pfn + (1 << cur)) >> PAGEBLOCK_ORDER):  # change_pageblock_range
                 self._set_pb_mt(z, pb, start_mt)
-        elif can_steal and self._move_freepages_block(z, pfn, start_mt) >= 1 << (PAGEBLOCK_ORDER - 1):
-            self._set_pb_mt(z, pfn >> PAGEBLOCK_ORDER, start_mt)
+        elif can_steal(cur):
+            moved = self._move_freepages_block(z, pfn, start_mt)
+            if moved >= 1 << (PAGEBLOCK_ORDER - 1):
+                self._set_pb_mt(z, pfn >> PAGEBLOCK_ORDER, start_mt)
             return True
-        stamp = area.pop(pfn)
-        z.free_area[cur][start_mt][pfn] = stamp
+        z.free_area[cur][start_mt][pfn] = area.pop(pfn)  # move_to_free_list (single_page)
         return True
 
     @staticmethod
