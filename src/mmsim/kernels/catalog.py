@@ -69,6 +69,11 @@ POLICIES: dict[str, Policy] = {
                "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain if the per-CPU data cache "
                "share > 4 x batch (v1: lore 20230920061856.257597-4-ying.huang@intel.com) or the LLC "
                "slice > 3 x batch (llc: 362d37a106dd, v6.7)"),
+        Policy("huge_clear_order", ("sequential", "target-last"),
+               "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
+               "(c79b57e462b5, v4.14)"),
+        Policy("huge_copy_order", ("sequential", "target-last"),
+               "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
     )
 }
 
@@ -117,6 +122,10 @@ PATCHES: dict[str, Patch] = {
         Patch("94a3bfe4073c", "cacheinfo: calculate size of per-CPU data cache slice", {}, "v6.7"),
         Patch("362d37a106dd", "mm, pcp: reduce lock contention for draining high-order pages",
               {"pcp_free_high_batch": "llc"}, "v6.7"),
+        Patch("c79b57e462b5", "mm: hugetlb: clear target sub-page last when clearing huge page",
+              {"huge_clear_order": "target-last"}, "v4.14"),
+        Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
+              {"huge_copy_order": "target-last"}, "v4.18"),
     )
 }
 
@@ -136,6 +145,8 @@ _V312 = {
     "pcp_free_factor": "off",
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
+    "huge_clear_order": "sequential",
+    "huge_copy_order": "sequential",
 }
 
 
@@ -163,6 +174,8 @@ KERNELS: dict[str, Kernel] = {
         _release("v3.13", "v3.13"),
         _release("v4.13", "v4.13"),
         _release("v4.14", "v4.14"),
+        _release("v4.17", "v4.17"),
+        _release("v4.18", "v4.18"),
         _release("v5.6", "v5.6"),
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),

@@ -42,13 +42,21 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         state = pt.pmd.pop(slot, None)
         if state is None:
             continue
+        pt.shared.pop(slot, None)
         if state == PMD_TABLE:
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
             pt.nr_pte_tables -= 1
+            for pfn in range(slot << 9, (slot + 1) << 9):
+                pt.zero_ptes.discard(pfn)
+                pt.wp_ptes.discard(pfn)
+                pt.shared.pop(("P", pfn), None)
         else:
             assert state == PMD_HUGE
             n = 1
+            pt.zero_huge.discard(slot)
+            pt.wp_huge.discard(slot)
+            pt.huge_node.pop(slot, None)
         pending += c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n)
         pending = yield from pa.free_owned(task, (mm, slot), pending)
     # flush_tlb_mm_range: an IPI to every other CPU of the mm and the wait for its ack
