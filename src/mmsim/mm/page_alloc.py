@@ -242,7 +242,7 @@ class PageAllocator:
         self._zone_starts = [z.start_pfn for z in self.zones]
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
-        self.last_alloc_hot = False
+        self.last_alloc_hot = False  # was the block just allocated still in the LLC (PageReuse)?
         # owner -> [pfn << 4 | order]: blocks a caller will free by owner (an unmap); kept only
         # when a workload frees what it faulted in (track_owners), so other runs pay nothing.
         self.owned: dict[Any, list[int]] = {}
@@ -682,10 +682,6 @@ class PageAllocator:
     def pcp(self) -> list[list[int]]:
         """``pcp[cpu][node]``: pages on each CPU's PCP for each zone."""
         return [[row[z.index].count if z.index in row else 0 for z in self.zones] for row in self.pcps]
-
-    def pcp_count(self, cpu: int, node: int) -> int:
-        row = self.pcps[cpu]
-        return row[node].count if node in row else 0
 
     def free_pages_count(self) -> int:
         """Free pages in the buddy lists plus those sitting on PCPs."""
