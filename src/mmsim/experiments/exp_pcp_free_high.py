@@ -62,6 +62,12 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
             f"{r.vmstat['pcp_free_high']:,} free_high drains of {r.vmstat['pcp_drain']:,}; "
             f"top symbol {r.profile[0]['symbol']} {r.profile[0]['percent']:.1f}%"
         )
+    notes.append(
+        "not modelled: the slab pages of the skb heads (kmalloc-4k has order-3 slabs that the reader's "
+        "kfree empties and the writer refills: more order-3 zone->lock traffic, and n->list_lock, the "
+        "published 'spinlock contention' beyond the zone lock); copies run at the machine's fill-buffer "
+        "rate (10 x 64 B per line-transfer latency), and a faster copy would raise both arms' spin share"
+    )
     return checks, notes
 
 
