@@ -12,15 +12,14 @@ node, destination written to the target), and re-establishes the PTE
 (``remove_migration_ptes``). Counted: ``pgmigrate_success`` and
 ``numa_pages_migrated``.
 
-Watermarks follow ``__setup_per_zone_wmarks`` (v5.4): ``min_free_kbytes =
-sqrt(16 × lowmem KiB)`` clamped to [128, 65536] and shared by zones in
-proportion to their size; ``high = min + 2 × max(min / 4, managed ×
-watermark_scale_factor / 10000)`` with the default scale factor 10.
+Watermarks are the page allocator's (``__setup_per_zone_wmarks``). The
+source page is not handed back to the buddy allocator (the model does not
+track which pfn backs a PTE), so a migration costs the target node one page
+and leaves the source's free count unchanged.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator
 from typing import Any
 
@@ -32,7 +31,6 @@ from mmsim.mm.pgtable import numa_arrays
 PGMIGRATE_SUCCESS = int(VmEvent.PGMIGRATE_SUCCESS)
 NUMA_PAGES_MIGRATED = int(VmEvent.NUMA_PAGES_MIGRATED)
 PAGE_SIZE = 4096
-WATERMARK_SCALE_FACTOR = 10  # mm/page_alloc.c: int watermark_scale_factor = 10
 
 # (cycles, instructions): isolate_lru_page, migrate_pages bookkeeping, try_to_unmap (rmap walk of an
 # anon page mapped once, set a migration entry), remove_migration_ptes, putback. estimate
@@ -40,14 +38,8 @@ MIGRATE_PATH = (3000, 2500)
 
 
 def high_wmark_pages(system: Any, node: int) -> int:
-    """The high watermark of ``node``'s zone in pages (``__setup_per_zone_wmarks``, v5.4)."""
-    pa = system.page_alloc
-    total_pages = sum(z.managed_pages for z in pa.zones)
-    min_free_kbytes = math.isqrt(total_pages * PAGE_SIZE // 1024 * 16)
-    min_free_kbytes = min(max(min_free_kbytes, 128), 65536)
-    z = pa.zones[node]
-    wmin = (min_free_kbytes * 1024 // PAGE_SIZE) * z.managed_pages // max(1, total_pages)
-    return int(wmin + 2 * max(wmin // 4, z.managed_pages * WATERMARK_SCALE_FACTOR // 10000))
+    """The high watermark of ``node``'s zone in pages (``__setup_per_zone_wmarks``, mm/page_alloc.py)."""
+    return int(system.page_alloc.zones[node].wmark_high)
 
 
 def migrate_balanced_pgdat(system: Any, node: int, nr_pages: int) -> bool:
@@ -72,7 +64,6 @@ def migrate_misplaced_page(
     ns = int(MIGRATE_PATH[0] / s.machine.freq_ghz)
     yield s.counters.busy(cpu, "migrate_pages", ns, MIGRATE_PATH[1])
     yield memory.copy_pages(task, s, got, new, old, 1, memory._range(0, 1), "migrate_page_copy")
-    s.page_alloc.zones[src_node].free_pages += 1  # the old page goes back to the buddy allocator
     s.cache.forget(cpu, old)
     slot = addr >> 21
     nid, _prot, _last, _scan = numa_arrays(mm.pgtables, slot)
