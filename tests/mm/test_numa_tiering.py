@@ -77,7 +77,7 @@ def test_normal_mode_marks_both_tiers() -> None:
 
 
 def test_tiering_hot_threshold_and_rate_limit_when_dram_is_tight() -> None:
-    s, mm, _vma, t = _setup("2")
+    s, _mm, _vma, t = _setup("2")
     s.page_alloc.zones[0].free_pages = 1 << 18  # 1 GiB free: below the 'enough free space' bar
     ok, _ = numa_balancing.should_numa_migrate_memory(s, t, -1, 2, now_ms=5000.0, scan_ms=4500.0)
     assert ok  # hint-fault latency 500 ms < 1000 ms threshold

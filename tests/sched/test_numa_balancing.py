@@ -112,7 +112,7 @@ def test_task_tick_numa_waits_for_the_scan_delay(tiny: Machine) -> None:
 
 
 def test_scan_share_counts_only_the_scanner(tiny: Machine) -> None:
-    s, _mm_ = _mm(tiny, 2)
+    s = _mm(tiny, 2)[0]
     c = s.counters
     c.busy(0, "pmbench [user]", 900)
     c.busy(0, "change_pte_range", 60)
