@@ -85,3 +85,22 @@ def test_numa_balancing_run_scans_and_takes_hinting_faults(use_tiny_preset: Mach
     symbols = {p["symbol"] for p in r.profile}
     assert {"change_pte_range", "do_numa_page"} <= symbols
     assert run(spec).to_dict() | {"sim": None} == r.to_dict() | {"sim": None}  # deterministic
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (["-p", "pattern=zipf"], "-p pattern"),
+        (["-p", "read_pct=101"], "-p read_pct"),
+        (["-p", "shape=0"], "-p shape"),
+        (["--set", "numa_balancing=3"], "--set.numa_balancing"),
+        (["--set", "numa_scan_check=random"], "--set.numa_scan_check"),
+    ],
+)
+def test_cli_bad_values_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], field: str) -> None:
+    from mmsim.cli import main
+
+    code = main(["run", "pmbench", "--machine", "tiny", *args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and field in err
