@@ -7,8 +7,9 @@ otherwise isolates the page from its LRU; ``migrate_pages(MIGRATE_ASYNC,
 MR_NUMA_MISPLACED)`` then allocates the new page on the target node
 (``alloc_misplaced_dst_page``), unmaps the old one (``try_to_unmap``:
 rmap walk, PTE → migration entry, TLB flush), copies 4 KiB
-(``migrate_page_copy``: through the memory model — source read from its
-node, destination written to the target), and re-establishes the PTE
+(``migrate_page_copy`` through ``memory.copy_pages``: the source read from
+the LLC when still cached, else from memory, the destination written; the
+traffic is charged to the target node's bandwidth), and re-establishes the PTE
 (``remove_migration_ptes``). Counted: ``pgmigrate_success`` and
 ``numa_pages_migrated``.
 
@@ -59,12 +60,12 @@ def migrate_misplaced_page(
         return False
     got = yield from s.page_alloc.alloc_pages(task, target, 0)
     pfn = addr >> memory.PAGE_SHIFT
-    old = ("P", id(mm), pfn, "node", src_node)
-    new = ("P", id(mm), pfn, "node", got)
+    # The LLC key of the page's contents (do_anonymous_page's): the copy reads it (a hit if still cached)
+    # and leaves the new copy cached under the same key.
+    key = ("P", id(mm), pfn)
     ns = int(MIGRATE_PATH[0] / s.machine.freq_ghz)
     yield s.counters.busy(cpu, "migrate_pages", ns, MIGRATE_PATH[1])
-    yield memory.copy_pages(task, s, got, new, old, 1, memory._range(0, 1), "migrate_page_copy")
-    s.cache.forget(cpu, old)
+    yield memory.copy_pages(task, s, got, key, key, 1, memory._range(0, 1), "migrate_page_copy")
     slot = addr >> 21
     nid, _prot, _last, _scan = numa_arrays(mm.pgtables, slot)
     nid[(addr >> memory.PAGE_SHIFT) & 511] = got
