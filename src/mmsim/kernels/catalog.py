@@ -57,6 +57,9 @@ POLICIES: dict[str, Policy] = {
                "(c79b57e462b5, v4.14)"),
         Policy("huge_copy_order", ("sequential", "target-last"),
                "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+        Policy("rwsem_reader_wake", ("until-writer", "all"),
+               "rwsem release wakes the readers queued before the first writer, or all queued readers up to 256 "
+               "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem"),
         Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
                "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
                "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
@@ -97,6 +100,8 @@ PATCHES: dict[str, Patch] = {
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
               {"huge_copy_order": "target-last"}, "v4.18"),
+        Patch("d3681e269fff", "locking/rwsem: Wake up almost all readers in wait queue",
+              {"rwsem_reader_wake": "all"}, "v5.3"),
         Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
               {"hugetlb_i_mmap_rwsem": "always"}, "v5.7"),
         # Proposed in seeds/004 (Mike Kravetz, 2020-06-25), never merged as such: no commit id, no release.
@@ -121,6 +126,7 @@ _V312 = {
     "stat_interval_ms": "1000",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
 }
 

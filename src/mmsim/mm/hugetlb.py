@@ -99,6 +99,36 @@ def hugetlb_error(what: str, pool: HugetlbPool, need: int, kernel_outcome: str) 
     )
 
 
+MAX_READERS_WAKEUP = 0x100  # kernel/locking/rwsem.c (v5.3+)
+
+
+class IMmapRwsem(RwSem):
+    """``i_mmap_rwsem`` with the reader wake-up of the kernel's rwsem: before
+    d3681e269fff (policy ``rwsem_reader_wake=until-writer``) a release wakes
+    the readers queued before the first writer; since it (v5.3,
+    ``rwsem_mark_wake``: "batch-wakeup waiting readers, even when writers are
+    also present in the queue") every queued reader, up to
+    ``MAX_READERS_WAKEUP``, skipping the writers. Only this lock honours the
+    policy (mmap_sem keeps locks/rwsem.py's wake-up)."""
+
+    def __init__(self, system: Any, home_cpu: int) -> None:
+        super().__init__(system.locks, I_MMAP_CLASS, home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"))
+        self.wake_all = system.policy("rwsem_reader_wake") == "all"
+
+    def _wake_next(self, rel_cpu: int) -> None:
+        q = self.waitq
+        if not q or not self.wake_all or q[0][1] or self.writer is not None:
+            super()._wake_next(rel_cpu)
+            return
+        woken = [e for e in q if not e[1]][:MAX_READERS_WAKEUP]
+        ids = {id(e) for e in woken}
+        rest = [e for e in q if id(e) not in ids]
+        q.clear()
+        q.extend(rest)
+        for task, _, since, spinning in woken:
+            self._grant(task, False, since, spinning, 0)
+
+
 class HugetlbfsInode:
     """A hugetlbfs inode and its ``address_space``: ``i_mmap_rwsem``, the
     page cache (shared mappings), the inode reserve map (shared mappings)
@@ -107,8 +137,7 @@ class HugetlbfsInode:
     def __init__(self, system: Any, ino: int, home_cpu: int, anon: bool) -> None:
         self.ino = ino
         self.anon = anon  # an unlinked MAP_HUGETLB inode: freed with its last mapping
-        self.i_mmap_rwsem = RwSem(system.locks, I_MMAP_CLASS, home_cpu,
-                                  spin_on_owner=system.flag("rwsem_spin_on_owner"))
+        self.i_mmap_rwsem = IMmapRwsem(system, home_cpu)
         self.vmas: list[Any] = []  # the i_mmap interval tree
         self.pages: dict[int, tuple[Hashable, int]] = {}  # page cache: idx -> (page key, node)
         self.resv_map: set[int] = set()  # shared mappings: reserved file indices
