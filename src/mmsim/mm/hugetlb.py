@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Generator, Hashable
 from typing import Any
 
-from mmsim.engine.core import Task
+from mmsim.engine.core import PARK, Task
 from mmsim.errors import UserError
 from mmsim.locks.rwsem import Mutex, RwSem
 from mmsim.locks.spinlock import Spinlock
@@ -301,9 +301,12 @@ class HugetlbPool:
         (``dequeue_huge_page_vma``), else a surplus page from the buddy
         allocator. Returns the node, or -1 (the caller's SIGBUS)."""
         s = self.system
-        yield self.lock.acquire(task)
+        d = self.lock.acquire(task)
+        if d is PARK:
+            yield d
+            d = 0
         ns, ins = path("dequeue_huge_page_node", s.machine.freq_ghz)
-        yield s.counters.busy(task.cpu, "dequeue_huge_page_node", ns, ins)
+        yield d + s.counters.busy(task.cpu, "dequeue_huge_page_node", ns, ins)
         if reserved or self.free_huge_pages - self.resv_huge_pages > 0:
             node = self._take_free(1, s.machine.cpu_node(task.cpu))[0]
             if reserved:
@@ -610,10 +613,12 @@ def hugetlb_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool = True) 
         vma.private_data = None if vma.shared else PrivateResv(0)
     inode: HugetlbfsInode = vma.file
     slot = addr >> PMD_SHIFT
-    yield pool._busy(task, "hugetlb_fault")
     rw = inode.i_mmap_rwsem if _takes_i_mmap(s, vma, addr) else None
-    if rw is not None:
-        yield rw.down_read(task)
+    d = rw.down_read(task) if rw is not None else 0
+    if d is PARK:
+        yield d
+        d = 0
+    yield d + pool._busy(task, "hugetlb_fault")  # one event: the lock's atomic and the walk
     yield from huge_pte_alloc(task, mm, vma, addr, rw is not None)
     idx = idx_of(vma, addr)
     mx = pool.fault_mutex(inode, idx)
@@ -624,9 +629,8 @@ def hugetlb_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool = True) 
         kind = yield from hugetlb_no_page(task, mm, vma, addr, idx)
     elif write and slot in pt.wp_huge:
         kind = yield from hugetlb_cow(task, mm, vma, addr)
-    yield mx.unlock(task)
-    if rw is not None:
-        yield rw.up_read(task)
+    d = mx.unlock(task)
+    yield d + (rw.up_read(task) if rw is not None else 0)
     return kind
 
 
@@ -693,14 +697,19 @@ def hugetlb_cow(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, Any,
     pt = mm.pgtables
     lk = pt.pmd_lockptr(slot)
     old = page_of(mm, vma, slot)
-    yield lk.acquire(task)
-    yield c.busy(cpu, "page_mapcount", s.page_line((old, "compound_mapcount")).rmw(cpu, s.engine.now))
+    d = lk.acquire(task)
+    if d is PARK:
+        yield d
+        d = 0
+    now = s.engine.now
+    d += c.busy(cpu, "page_mapcount", s.page_line((old, "compound_mapcount")).rmw(cpu, now))
     if s.page_mapcount.get(old, 1) <= 1:
+        yield d
         pt.wp_huge.discard(slot)
         pt.shared.pop(slot, None)
         lk.release(task)
         return "hugetlb-reuse"
-    yield c.busy(cpu, "get_page", s.page_line(old).rmw(cpu, s.engine.now))
+    yield d + c.busy(cpu, "get_page", s.page_line(old).rmw(cpu, now))
     lk.release(task)
     # The owner's COW of a page still shared uses no reserve (outside_reserve); see hugetlb_cow.
     node = yield from pool.alloc_huge_page(task, False)
@@ -711,10 +720,14 @@ def hugetlb_cow(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, Any,
     from mmsim.mm.memory import copy_user_huge_page  # circular: memory dispatches hugetlb faults here
 
     yield from copy_user_huge_page(task, s, node, new, old, addr)
-    yield lk.acquire(task)
-    yield pool._busy(task, "hugetlb_cow")
-    yield c.busy(cpu, "page_remove_rmap", s.page_line((old, "compound_mapcount")).rmw(cpu, s.engine.now))
-    yield c.busy(cpu, "put_page", 2 * s.page_line(old).rmw(cpu, s.engine.now))
+    d = lk.acquire(task)
+    if d is PARK:
+        yield d
+        d = 0
+    now = s.engine.now
+    yield (d + pool._busy(task, "hugetlb_cow")  # one event: the PTL section and its two atomics
+           + c.busy(cpu, "page_remove_rmap", s.page_line((old, "compound_mapcount")).rmw(cpu, now))
+           + c.busy(cpu, "put_page", 2 * s.page_line(old).rmw(cpu, now)))
     s.page_mapcount[old] = s.page_mapcount.get(old, 1) - 1
     s.page_mapcount[new] = 1
     pt.wp_huge.discard(slot)
