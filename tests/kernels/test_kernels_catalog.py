@@ -21,6 +21,8 @@ V312 = {
     "stat_interval_ms": "1000",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "rwsem_reader_wake": "until-writer",
+    "hugetlb_i_mmap_rwsem": "never",
 }
 
 
@@ -52,7 +54,8 @@ def test_later_releases_accumulate_patches() -> None:
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"
     assert resolve("v4.18").policies["huge_copy_order"] == "target-last"
     assert resolve("v4.17").policies["huge_copy_order"] == "sequential"
-    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.6", "v5.7", "v6.6", "v6.7"}
+    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.6", "v5.7", "v6.6", "v6.7",
+                            "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 
 
 def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:
