@@ -251,3 +251,31 @@ def test_shared_mapping_shares_pmd_page_and_page_cache(kernel: str) -> None:
     for m in (a, b):
         base = m.vmas[0].start >> PMD_SHIFT
         assert [m.pgtables.pmd.get(base + i) for i in range(3)] == [PMD_HUGE, PMD_HUGE, None]
+
+
+def test_shared_anonymous_mapping_survives_fork_and_is_freed_with_its_last_mapping() -> None:
+    s = _system("c0d0381ade79+fix", 3)
+    seen: dict[str, Any] = {}
+
+    def body(t: Task) -> Generator[Any, Any, None]:
+        vma = yield from t.mm.do_mmap(t, 3 * H, hugetlb=True, shared=True)  # MAP_SHARED | MAP_HUGETLB
+        seen["kinds"] = yield from _touch(t, vma, 2)
+        mm = MmStruct(s, home_cpu=1)
+        cvma = Vma(vma.start, vma.end, hugetlb=True, shared=True)
+        mm.vmas.append(cvma)
+        yield from hugetlb.dup_hugetlb_vma(t, t.mm, mm, vma, cvma)
+        # shared: no write protection, the child maps the same page cache pages
+        seen["child_wp"] = set(mm.pgtables.wp_huge)
+        seen["mapcount"] = sorted(s.page_mapcount.values())
+        yield from hugetlb.unmap_hugetlb_vma(t, t.mm, vma)
+        seen["after_parent"] = _pool(s)
+        yield from hugetlb.unmap_hugetlb_vma(t, mm, cvma, exiting=True)
+
+    _run(s, body)
+    assert seen["kinds"] == ["hugetlb", "hugetlb"]
+    assert seen["child_wp"] == set() and seen["mapcount"] == [2, 2]
+    # the inode lives on in the child: its pages and the third page's reservation stay
+    assert seen["after_parent"] == {"HugePages_Total": 3, "HugePages_Free": 1, "HugePages_Rsvd": 1,
+                                    "HugePages_Surp": 0}
+    assert _pool(s) == {"HugePages_Total": 3, "HugePages_Free": 3, "HugePages_Rsvd": 0, "HugePages_Surp": 0}
+    assert s.page_mapcount == {}

@@ -254,13 +254,20 @@ class HugetlbPool:
         (``return_unused_surplus_pages``). False = -ENOMEM (nothing changed)."""
         yield self.lock.acquire(task)
         if delta <= 0:
+            # return_unused_surplus_pages: free_pool_huge_page takes free pages of nodes with surplus
             self.resv_huge_pages += delta
-            nfree = min(-delta, self.surplus_huge_pages, self.free_huge_pages)
-            nodes = self._take_free(nfree)
-            self.nr_huge_pages -= nfree
-            self.surplus_huge_pages -= nfree
-            for nd in nodes:
+            nodes: list[int] = []
+            for _ in range(min(-delta, self.surplus_huge_pages)):
+                nd = next((x for x in range(len(self.free_node))
+                           if self.free_node[x] > 0 and self.surplus_node[x] > 0), -1)
+                if nd < 0:
+                    break
+                self.free_node[nd] -= 1
+                self.free_huge_pages -= 1
                 self.surplus_node[nd] -= 1
+                self.surplus_huge_pages -= 1
+                self.nr_huge_pages -= 1
+                nodes.append(nd)
             self.lock.release(task)
             for nd in nodes:
                 yield from self._free_to_buddy(task, nd)
