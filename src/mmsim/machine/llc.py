@@ -142,11 +142,14 @@ class CacheModel:
         c = self.of_cpu(cpu)
         clk = c.advance(now)
         n = len(order)
-        j = np.arange(1, n + 1, dtype=np.float64)
         a = c.stamps.get(key)
         if a is None or len(a) != npages:
             a = c.stamps[key] = np.full(npages, NEVER)
-        a[order] = clk + c.rate * (duration * j / n) + SUBPAGE * j
+        if n == 1:
+            a[int(order[0])] = clk + c.rate * duration + SUBPAGE
+        else:
+            j = np.arange(1, n + 1, dtype=np.float64)
+            a[order] = clk + c.rate * (duration * j / n) + SUBPAGE * j
         c.add_stream(now, n * SUBPAGE, duration)
         self._count(cpu, n, n)
 
@@ -181,6 +184,14 @@ class CacheModel:
         a = c.stamps.get(key)
         if a is None or len(a) != npages:
             a = c.stamps[key] = np.full(npages, NEVER)
+        if n == 1:  # one sub-page: the same rule without arrays (4 KiB pages)
+            i = int(idx[0])
+            hit1 = clk - a[i] < c.capacity
+            d = t_hit if hit1 else t_miss
+            a[i] = clk + c.rate * d + SUBPAGE + own_insert_per_sub
+            c.add_stream(now, SUBPAGE, int(d))
+            self._count(cpu, 1, 0 if hit1 else 1)
+            return (0 if hit1 else 1), np.array([d])
         base = clk - a[idx]
         rate = c.rate
         per_sub = SUBPAGE + own_insert_per_sub
