@@ -83,7 +83,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("cpus_utilized.c0d0381ade79", None, _cpus(b), None),
     ]
     notes = [
-        f"{BAD}: {_reads(b):,} read acquisitions of {I_MMAP_CLASS}, {int(_stat(b, 'contentions')):,} contended; "
+        f"{BAD}: {_reads(b):,} read acquisitions of {I_MMAP_CLASS}, {int(_stat(b, 'read_contentions')):,} of them "
+        f"queued behind a writer; "
         f"on average {wb:.0f} of 288 tasks wait for it; its count line's atomics waited only "
         f"{100 * _line_wait_share(b):.3f}%: the loss is not the read-side atomic but readers queued behind writers.",
         "Mechanism: every fault of a child holds i_mmap_rwsem for read across the hugetlb fault mutex (hashed by "
