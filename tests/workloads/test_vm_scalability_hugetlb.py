@@ -95,3 +95,16 @@ def test_bad_pool_values_are_user_errors() -> None:
         resolve_params(w, {"nr_overcommit_hugepages": "-1"})
     with pytest.raises(UserError, match="nr_hugepages"):
         resolve_params(w, {"nr_hugepages": "many"})
+
+
+def test_cli_pool_error_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", COW, "--machine", "tiny", "--kernel", "c0d0381ade79", "-p", "nr_task=4", "-p", "size=40m",
+                 "-p", "nr_overcommit_hugepages=3"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "ENOMEM" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
