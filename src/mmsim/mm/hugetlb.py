@@ -273,18 +273,21 @@ class HugetlbPool:
                 yield from self._free_to_buddy(task, nd)
             return True
         needed = self.resv_huge_pages + delta - self.free_huge_pages
-        if needed > 0 and self.surplus_huge_pages + needed > self.nr_overcommit_huge_pages:
+        if needed <= 0:  # gather_surplus_pages: the free pages cover it
+            self.resv_huge_pages += delta
             self.lock.release(task)
-            return False
+            return True
         self.lock.release(task)
         got: list[int] = []
-        for _ in range(max(0, needed)):  # gather_surplus_pages drops hugetlb_lock to allocate
-            got.append((yield from self._buddy_node(task)))
+        for _ in range(needed):  # gather_surplus_pages drops hugetlb_lock to allocate
+            nd = yield from self.alloc_surplus_huge_page(task)
+            if nd < 0:  # over nr_overcommit_hugepages: give back what was allocated, -ENOMEM
+                for x in got:
+                    yield from self.free_huge_page(task, x)
+                return False
+            got.append(nd)
         yield self.lock.acquire(task)
-        for nd in got:
-            self.nr_huge_pages += 1
-            self.surplus_huge_pages += 1
-            self.surplus_node[nd] += 1
+        for nd in got:  # enqueue_huge_page: the new pages are free (and now reserved)
             self.free_huge_pages += 1
             self.free_node[nd] += 1
         self.resv_huge_pages += delta
