@@ -415,7 +415,8 @@ def dup_hugetlb_vma(task: Task, parent: Any, child: Any, vma: Any, cvma: Any) ->
         key = page_of(parent, vma, slot)
         now = s.engine.now
         d = s.page_line(key).rmw(cpu, now) + s.page_line((key, "compound_mapcount")).rmw(cpu, now)
-        yield pool._busy(task, "copy_hugetlb_page_range") + s.counters.busy(cpu, "copy_hugetlb_page_range", d)
+        yield (pool._busy(task, "copy_hugetlb_page_range") + s.counters.busy(cpu, "copy_hugetlb_page_range", d)
+               + pool.usage(child).add(task, "hugetlb_count_add"))
         s.page_mapcount[key] = s.page_mapcount.get(key, 1) + 1
         if not vma.shared:
             pp.wp_huge.add(slot)
@@ -424,7 +425,6 @@ def dup_hugetlb_vma(task: Task, parent: Any, child: Any, vma: Any, cvma: Any) ->
             cp.shared[slot] = key
         cp.pmd[slot] = PMD_HUGE
         cp.huge_node[slot] = pp.huge_node.get(slot, 0)
-        yield pool.usage(child).add(task, "hugetlb_count_add")
 
 
 def unmap_hugetlb_vma(task: Task, mm: Any, vma: Any, exiting: bool = False) -> Generator[Any, Any, None]:
@@ -678,13 +678,16 @@ def hugetlb_no_page(task: Task, mm: Any, vma: Any, addr: int, idx: int) -> Gener
     ns, ins = path("hugetlb_no_page", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "hugetlb_no_page", ns, ins)
     lk = mm.pgtables.pmd_lockptr(slot)  # huge_pte_lockptr: the PMD page's lock, or mm->page_table_lock
-    yield lk.acquire(task)
+    d = lk.acquire(task)
+    if d is PARK:
+        yield d
+        d = 0
     if cached is not None:
         s.page_mapcount[key] = s.page_mapcount.get(key, 0) + 1
     else:
         s.page_mapcount[key] = 1
     _set_huge_pte(mm, vma, slot, node)
-    yield pool.usage(mm).add(task, "hugetlb_count_add")
+    yield d + pool.usage(mm).add(task, "hugetlb_count_add")  # one event: the PTL section
     lk.release(task)
     return "hugetlb"
 
