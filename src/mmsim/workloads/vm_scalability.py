@@ -161,7 +161,7 @@ class UsememCase:
             self.params["nr_hugepages"] = ParamInfo(0, "vm.nr_hugepages (the case script leaves it at 0)",
                                                     parse_int(0), "an integer >= 0")
             self.params["nr_overcommit_hugepages"] = ParamInfo(
-                -1, "vm.nr_overcommit_hugepages; auto = setup_hugetlb's unit_size / 2 MiB + nr_task + 1",
+                "auto", "vm.nr_overcommit_hugepages; auto = setup_hugetlb's unit_size / 2 MiB + nr_task + 1",
                 parse_auto_int, "auto or an integer >= 0")
 
     # -- set-up --------------------------------------------------------------
@@ -198,7 +198,7 @@ class UsememCase:
         mem = int(sum(n.memory_gib for n in system.machine.nodes) * (1 << 30))
         unit = p["size"] or mem // 2
         over = p["nr_overcommit_hugepages"]
-        if over < 0:
+        if over == "auto" or over < 0:
             over = unit // HPAGE + nr + 1  # setup_hugetlb: nr_hp = unit_size/Hugepagesize/1024 + nr_task + 1
         system.set_hugetlb_pool(p["nr_hugepages"], over)
         pool = system.hugetlb
