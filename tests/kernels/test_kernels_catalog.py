@@ -21,6 +21,7 @@ V312 = {
     "stat_interval_ms": "1000",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "hugetlb_fault_hash": "private-by-mm",
     "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
 }
@@ -205,6 +206,8 @@ def test_hugetlb_rwsem_kernels_differ_only_by_the_policy() -> None:
     parent, bad, fix = resolve("c0d0381ade79^"), resolve("c0d0381ade79"), resolve("c0d0381ade79+fix")
     assert parent.policies == resolve("v5.6").policies
     assert parent.policies["rwsem_reader_wake"] == "all"  # d3681e269fff, v5.3
+    assert parent.policies["hugetlb_fault_hash"] == "mapping-index"  # 1b426bac66e6, v5.2
+    assert resolve("v4.18").policies["hugetlb_fault_hash"] == "private-by-mm"
     assert parent.policies["hugetlb_i_mmap_rwsem"] == "never"
     assert bad.policies == {**parent.policies, "hugetlb_i_mmap_rwsem": "always"}
     assert fix.policies == {**parent.policies, "hugetlb_i_mmap_rwsem": "if-shareable"}

@@ -279,3 +279,15 @@ def test_shared_anonymous_mapping_survives_fork_and_is_freed_with_its_last_mappi
                                     "HugePages_Surp": 0}
     assert _pool(s) == {"HugePages_Total": 3, "HugePages_Free": 3, "HugePages_Rsvd": 0, "HugePages_Surp": 0}
     assert s.page_mapcount == {}
+
+
+@pytest.mark.parametrize("kernel,same", [("v4.18", False), ("v5.6", True)])
+def test_private_fault_mutex_key_by_policy(kernel: str, same: bool) -> None:
+    # 1b426bac66e6 (v5.2): private mappings key off (mapping, idx) like shared ones
+    s = _system(kernel, 0)
+    pool = s.hugetlb
+    inode = pool.new_inode(0)
+    a, b = MmStruct(s, home_cpu=0), MmStruct(s, home_cpu=1)
+    ma, mb = pool.fault_mutex(inode, 5, a, 10 * H), pool.fault_mutex(inode, 5, b, 10 * H)
+    assert (ma is mb) is same
+    assert pool.fault_mutex(inode, 5, a, 10 * H) is ma

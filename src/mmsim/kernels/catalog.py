@@ -57,6 +57,9 @@ POLICIES: dict[str, Policy] = {
                "(c79b57e462b5, v4.14)"),
         Policy("huge_copy_order", ("sequential", "target-last"),
                "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+        Policy("hugetlb_fault_hash", ("private-by-mm", "mapping-index"),
+               "hugetlb fault mutex key of a private mapping: (mm, address), or (mapping, index) as for shared "
+               "ones (1b426bac66e6, v5.2)"),
         Policy("rwsem_reader_wake", ("until-writer", "all"),
                "rwsem release wakes the readers queued before the first writer, or all queued readers up to 256 "
                "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem"),
@@ -100,6 +103,8 @@ PATCHES: dict[str, Patch] = {
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
               {"huge_copy_order": "target-last"}, "v4.18"),
+        Patch("1b426bac66e6", "hugetlb: use same fault hash key for shared and private mappings",
+              {"hugetlb_fault_hash": "mapping-index"}, "v5.2"),
         Patch("d3681e269fff", "locking/rwsem: Wake up almost all readers in wait queue",
               {"rwsem_reader_wake": "all"}, "v5.3"),
         Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
@@ -126,6 +131,7 @@ _V312 = {
     "stat_interval_ms": "1000",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "hugetlb_fault_hash": "private-by-mm",
     "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
 }

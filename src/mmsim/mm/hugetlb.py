@@ -182,6 +182,7 @@ class HugetlbPool:
         # hugetlb_init: num_fault_mutexes = roundup_pow_of_two(8 * num_possible_cpus())
         self.table_size = 1 << (8 * m.ncpus - 1).bit_length()
         self._next_ino = 0
+        self._mm_ids: dict[int, int] = {}  # mm -> a number in order of first fault (deterministic hash key)
         self.hugetlb_usage: dict[int, Any] = {}  # mm -> mm->hugetlb_usage (an atomic)
 
     # -- accounting (hugetlb_lock held by the caller's generator) --------------
@@ -195,14 +196,21 @@ class HugetlbPool:
         self._next_ino += 1
         return HugetlbfsInode(self.system, self._next_ino, home_cpu, anon)
 
-    def fault_mutex(self, inode: HugetlbfsInode, idx: int) -> Mutex:
-        """``hugetlb_fault_mutex_table[hugetlb_fault_mutex_hash(mapping, idx)]``
-        (v5.2+: the same key for shared and private mappings). The kernel
-        hashes with jhash2; a multiplicative hash of (ino, idx) stands in for
-        it (deterministic; different indices of one inode never collide here)."""
+    def fault_mutex(self, inode: HugetlbfsInode, idx: int, mm: Any = None, addr: int = 0) -> Mutex:
+        """``hugetlb_fault_mutex_table[hugetlb_fault_mutex_hash(...)]``. Policy
+        ``hugetlb_fault_hash``: ``mapping-index`` (1b426bac66e6, v5.2: the same
+        key for shared and private mappings, so every process mapping an inode
+        takes the same mutex for the same page) or ``private-by-mm`` (v3.15 ..
+        v5.1: a private mapping (``mm`` given) keys off (mm, address)). The
+        kernel hashes with jhash2; a multiplicative hash stands in for it
+        (deterministic; different pages of one key never collide here)."""
         if self.system.policy("hugetlb_fault_lock") == "instantiation-mutex":
             return self.single_mutex
-        h = (inode.ino * 0x9E3779B1 + idx) & (self.table_size - 1)
+        if mm is not None and self.system.policy("hugetlb_fault_hash") == "private-by-mm":
+            n = self._mm_ids.setdefault(id(mm), len(self._mm_ids) + 1)
+            h = (n * 0x85EBCA6B + (addr >> HPAGE_SHIFT)) & (self.table_size - 1)
+        else:
+            h = (inode.ino * 0x9E3779B1 + idx) & (self.table_size - 1)
         mx = self.fault_mutexes.get(h)
         if mx is None:
             mx = self.fault_mutexes[h] = Mutex(self.system.locks, "hugetlb_fault_mutex_table", 0, spin_on_owner=True)
@@ -631,7 +639,7 @@ def hugetlb_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool = True) 
     yield d + pool._busy(task, "hugetlb_fault")  # one event: the lock's atomic and the walk
     yield from huge_pte_alloc(task, mm, vma, addr, rw is not None)
     idx = idx_of(vma, addr)
-    mx = pool.fault_mutex(inode, idx)
+    mx = pool.fault_mutex(inode, idx, None if vma.shared else mm, addr)
     yield mx.lock(task)
     pt = mm.pgtables
     kind = "none"
