@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mmsim.experiments.reproduce import Check, Experiment, register
 from mmsim.experiments.run import RunResult, RunSpec
+from mmsim.machine import get_machine
 from mmsim.mm.hugetlb import I_MMAP_CLASS
 
 MACHINE = "xeon-phi-7295"
@@ -54,6 +55,12 @@ def _cpus(r: RunResult) -> float:
     return r.perf["task-clock"] / 1e3 / r.perf["seconds-time-elapsed"] if r.perf["seconds-time-elapsed"] else 0.0
 
 
+def _idle(r: RunResult) -> float:
+    """Share of the machine's CPU time (CPUs x elapsed) no task ran."""
+    total = get_machine(r.machine).ncpus * r.perf["seconds-time-elapsed"] * 1e3
+    return 1.0 - r.perf["task-clock"] / total if total else 0.0
+
+
 def _top(r: RunResult, n: int = 3) -> str:
     return ", ".join(f"{p['symbol']} {p['percent']:.1f}%" for p in r.profile[:n])
 
@@ -81,6 +88,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("throughput.fix", None, tf, None, "KB/s, sum over tasks"),
         Check("cpus_utilized.parent", None, _cpus(a), None),
         Check("cpus_utilized.c0d0381ade79", None, _cpus(b), None),
+        Check("context_switches.parent", None, a.perf["context-switches"], None),
+        Check("context_switches.c0d0381ade79", None, b.perf["context-switches"], None),
     ]
     notes = [
         f"{BAD}: {_reads(b):,} read acquisitions of {I_MMAP_CLASS}, {int(_stat(b, 'read_contentions')):,} of them "
@@ -92,7 +101,10 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         "child that finishes exits (unmap_single_vma and unlink_file_vma take i_mmap_rwsem for write), the writer "
         "waits for every reader in flight, and new faults queue behind it. "
         f"CPUs busy on average: {_cpus(a):.0f} ({PARENT}) vs {_cpus(b):.0f} ({BAD}).",
-        f"profile {PARENT}: {_top(a)}; {BAD}: {_top(b)}; {FIX}: {_top(f)}",
+        f"profile {PARENT}: {_top(a)}; {BAD}: {_top(b)}; {FIX}: {_top(f)}. The sleeping readers and writers "
+        f"take no cycles: the loss shows as idle CPUs ({100 * _idle(a):.0f}% -> {100 * _idle(b):.0f}% of "
+        f"CPUs x elapsed) and context switches ({a.perf['context-switches']:,.0f} -> "
+        f"{b.perf['context-switches']:,.0f}).",
         f"{FIX} and {PARENT} read the lock 0 times ({_reads(a)}, {_reads(f)}); the class still appears in lock_stat "
         f"for the fork and exit writers ({int(_stat(a, 'acquisitions'))} acquisitions).",
         "Full published scale (unit_size = MemTotal / 2, 288 tasks); usemem's one pass ends long before runtime.",
