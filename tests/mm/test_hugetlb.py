@@ -93,6 +93,9 @@ def test_overcommit_gathers_surplus_pages_and_returns_them_to_the_buddy_allocato
     after = [z.free_pages for z in s.page_alloc.zones]
     assert after[1] == free0[1]
     assert free0[0] - after[0] == 1 + sum(s.page_alloc.pcp[0])
+    # the blocks went back onto the buddy free lists, not just into the count
+    assert all(s.page_alloc.buddy_free_pages(z) == z.free_pages for z in s.page_alloc.zones)
+    assert s.hugetlb.buddy_pfns == [[], []]
 
 
 def test_unfaulted_private_reservations_are_returned_at_unmap() -> None:

@@ -165,6 +165,7 @@ class HugetlbPool:
         # Spread over nodes like hugetlb_hstate_alloc_pages (round-robin over N_MEMORY).
         self.free_node = [nr_hugepages // n + (1 if i < nr_hugepages % n else 0) for i in range(n)]
         self.surplus_node = [0] * n
+        self.buddy_pfns: list[list[int]] = [[] for _ in range(n)]  # per node: blocks taken from the buddy allocator
         cap = [int(node.memory_gib * 1024) // 2 for node in m.nodes]
         for i, (f, c) in enumerate(zip(self.free_node, cap, strict=True)):
             if f > c:
@@ -223,20 +224,27 @@ class HugetlbPool:
 
     def _buddy_node(self, task: Task) -> Generator[Any, Any, int]:
         """``alloc_fresh_huge_page`` → ``alloc_buddy_huge_page`` (an order-9
-        buddy allocation under ``zone->lock``) + ``prep_new_huge_page``."""
+        buddy allocation under ``zone->lock``) + ``prep_new_huge_page``. The
+        block's pfn is kept with its node's surplus blocks."""
         s = self.system
-        node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), HPAGE_ORDER)
-        yield self._busy(task, "prep_new_huge_page")
+        pa = s.page_alloc
+        pfn, pending = yield from pa.alloc_pages_pfn(task, s.machine.cpu_node(task.cpu), HPAGE_ORDER)
+        yield pending + self._busy(task, "prep_new_huge_page")
         s.counters.vm[task.cpu][HTLB_ALLOC] += 1
-        return int(node)
+        node = int(pa.page_node(pfn))
+        self.buddy_pfns[node].append(pfn)
+        return node
 
     def _free_to_buddy(self, task: Task, node: int) -> Generator[Any, Any, None]:
-        """``update_and_free_page`` → ``__free_pages(page, 9)`` under ``zone->lock``."""
-        yield self._busy(task, "update_and_free_page")
-        z = next(z for z in self.system.page_alloc.zones if z.node == node)
-        yield z.lock.acquire(task)
-        z.free_pages += 1 << HPAGE_ORDER
-        z.lock.release(task)
+        """``update_and_free_page`` → ``__free_pages(page, 9)`` (``free_one_page``
+        under ``zone->lock``). Huge pages of a node are interchangeable in the
+        model, so the block returned is the node's last one taken from the buddy
+        allocator: the allocator's free lists stay exact."""
+        pending = self._busy(task, "update_and_free_page")
+        pfn = self.buddy_pfns[node].pop()
+        pending = yield from self.system.page_alloc.free_pages(task, pfn, HPAGE_ORDER, pending)
+        if pending:
+            yield pending
 
     def alloc_surplus_huge_page(self, task: Task) -> Generator[Any, Any, int]:
         """v5.7: check ``surplus_huge_pages < nr_overcommit_huge_pages`` under
