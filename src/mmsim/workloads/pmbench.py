@@ -421,7 +421,7 @@ class Pmbench:
             if c:
                 out[f"pmbench.hist.2^({k},{k + 1})ns"] = float(c)
         share = numa_balancing.scan_share(system)
-        out["autonuma.scan_share_pct"] = float(f"{100 * share:.4g}")  # 4 significant digits: it can be tiny
+        out["autonuma.scan_share_pct"] = 100 * share  # unrounded: it is small and A/B changes are computed from it
         for k, v in system.numa_stats.items():
             out[f"autonuma.{k}"] = float(v)
         return out
