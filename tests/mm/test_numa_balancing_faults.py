@@ -225,3 +225,30 @@ def test_scan_cost_difference_is_the_skipped_struct_page_lookups(tiny: Machine) 
         ns[check] = s.counters.profile_total()["change_pte_range"].ns
     per = mprotect.SCAN_PAGE_CHECKS[0] / tiny.freq_ghz + 100.0 / mprotect.STRUCT_PAGE_MLP  # tiny: 100 ns DRAM
     assert ns["page-first"] - ns["protnone-first"] == pytest.approx(256 * per, abs=1)
+
+
+def test_huge_pmd_is_marked_and_faults_once(tiny: Machine) -> None:
+    """change_huge_pmd: one hinting PMD for 512 PTE updates; do_huge_pmd_numa_page restores it."""
+    s = System(tiny, resolve("v5.4", overrides={"numa_balancing": "1", "thp": "always"}), seed=0)
+    mm = MmStruct(s, home_cpu=0)
+    vma = Vma(BASE, BASE + (2 << 20))
+    mm.vmas.append(vma)
+    t = Task(1, "t", cpu=0, mm=mm)
+    numa_balancing.init_task(s, t, mm)
+    numa_balancing.init_task(s, Task(9, "sibling", cpu=2, mm=mm), mm)
+    kinds: list[str] = []
+
+    def body() -> Generator[Any, Any, None]:
+        kinds.append((yield from memory.handle_mm_fault(t, mm, vma, BASE, True)))
+        n = yield from change_prot_numa(t, mm, BASE, BASE + (2 << 20), 0.0)
+        assert n == 512 and SLOT in mm.pgtables.huge_protnone
+        n = yield from change_prot_numa(t, mm, BASE, BASE + (2 << 20), 0.0)
+        assert n == 0  # already a hinting PMD
+        kinds.append((yield from memory.handle_mm_fault(t, mm, vma, BASE + 4096, False)))
+        kinds.append((yield from memory.handle_mm_fault(t, mm, vma, BASE + 8192, False)))
+
+    _run(s, t, body)
+    assert kinds == ["thp", "numa", "none"]
+    vm = _vm(s)
+    assert vm["numa_pte_updates"] == 512 and vm["numa_hint_faults"] == 1 and vm["numa_hint_faults_local"] == 1
+    assert SLOT not in mm.pgtables.huge_protnone
