@@ -104,3 +104,19 @@ def test_cli_bad_values_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], 
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and field in err
+
+
+def test_tiering_promotes_pages_from_optane_once_dram_is_free() -> None:
+    """Huang Ying's promotion test shape: memhog fills DRAM, pmbench lands on Optane, memhog is killed;
+    numa_balancing=2 then promotes the pages pmbench touches (DRAM has ample free space: no threshold)."""
+    spec = RunSpec("pmbench", "cascadelake-optane-2s", "v6.6",
+                   params={"mapsize": "16", "setsize": "16", "duration": "0.3", "pattern": "normal", "shape": "341",
+                           "read_pct": "80", "memhog": "100", "memhog_exit": "0.1"},
+                   policies={"numa_balancing": "2", "thp": "never", "numa_balancing_scan_delay_ms": "200"})
+    r = run(spec)
+    m, vm = r.metrics, r.vmstat
+    assert r.command.startswith("timeout 0.1 numactl -m <DRAM nodes> memhog 100% & pmbench")
+    assert m["autonuma.pgpromote_success"] > 0
+    assert m["autonuma.pgpromote_success"] == vm["numa_pages_migrated"] == vm["pgmigrate_success"]
+    assert vm["numa_hint_faults_local"] == 0  # every hinting fault was on an Optane page (DRAM is not scanned)
+    assert m["autonuma.numa_migrate_failed"] == 0

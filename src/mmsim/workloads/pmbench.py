@@ -77,6 +77,13 @@ def parse_duration(v: str) -> float:
     return d
 
 
+def parse_exit(v: str) -> float:
+    d = float(str(v))
+    if not d >= 0:
+        raise ValueError
+    return d
+
+
 def parse_shape(v: str) -> float:
     d = float(str(v))
     if not d > 0:
@@ -163,13 +170,18 @@ class Pmbench:
         "basecpu": ParamInfo(0, "thread i runs on CPU basecpu + i", parse_int(0), "an integer >= 0"),
         "memhog": ParamInfo(0, "percent of every DRAM node's memory held by another process (memhog) "
                             "before pmbench starts", parse_int(0, 100), "an integer 0..100"),
+        "memhog_exit": ParamInfo(0.0, "seconds after the start when memhog exits and frees its memory (0: never)",
+                                 parse_exit, "seconds >= 0"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
         cmd = (f"pmbench -m {p['mapsize']} -s {p['setsize']} -p {p['pattern']} -e {p['shape']:g} "
                f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''} {p['duration']:g}")
         if p["memhog"]:
-            cmd = f"numactl -m <DRAM nodes> memhog {p['memhog']}% & {cmd}"
+            hog = f"numactl -m <DRAM nodes> memhog {p['memhog']}%"
+            if p["memhog_exit"]:
+                hog = f"timeout {p['memhog_exit']:g} {hog}"
+            cmd = f"{hog} & {cmd}"
         if p["mempolicy"] != "default":
             flag = {"bind": "--membind", "interleave": "--interleave", "preferred": "--preferred"}[p["mempolicy"]]
             cmd = f"numactl {flag}={p['nodes']} {cmd}"
@@ -185,10 +197,19 @@ class Pmbench:
         if p["memhog"]:
             # `numactl -m <DRAM nodes> memhog SIZE` run first (Huang Ying's tiering test scripts do this to
             # push a benchmark's memory into PMEM): those pages are simply taken off the DRAM zones.
+            taken = {}
             for n, nd in enumerate(m.nodes):
                 if nd.mem_type is MemoryType.DRAM:
                     z = system.page_alloc.zones[n]
-                    z.free_pages -= z.free_pages * p["memhog"] // 100
+                    taken[n] = z.free_pages * p["memhog"] // 100
+                    z.free_pages -= taken[n]
+            if p["memhog_exit"]:
+                # `kill -9 $memhog` (the promotion test script): its pages go back to the free lists.
+                def hog_exit(_: Any) -> None:
+                    for n, k in taken.items():
+                        system.page_alloc.zones[n].free_pages += k
+
+                system.engine.call_at(int(p["memhog_exit"] * 1e9), hog_exit)
         main = Task(0, "pmbench", cpu=p["basecpu"])
         mm = MmStruct(system, home_cpu=p["basecpu"])
         main.mm = mm
