@@ -83,9 +83,9 @@ POLICIES: dict[str, Policy] = {
         Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
                "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
                "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
-        Policy("numa_balancing", ("0", "1", "2"),
-               "sysctl kernel.numa_balancing: 0 off, 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
-               "(promote hot pages from non-top-tier nodes, v5.18+)"),
+        Policy("numa_balancing", ("0", "1", "2", "3"),
+               "sysctl kernel.numa_balancing, OR of flags: 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
+               "(promote hot pages from non-top-tier nodes, v5.18+), 3 both; 0 off"),
         Policy("numa_scan_check", ("page-first", "protnone-first"),
                "change_pte_range with prot_numa: look up the struct page before pte_protnone(), or check "
                "pte_protnone() first (a818f5363a0e, v5.5)"),

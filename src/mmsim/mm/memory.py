@@ -521,7 +521,7 @@ def do_numa_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any
     lk.release(task)
     migrated = yield from migrate.migrate_misplaced_page(task, mm, addr, page_nid, target)
     if migrated:
-        if s.policy("numa_balancing") == "2" and not s.numa_toptier[page_nid]:
+        if numa_balancing.tiering(s) and not s.numa_toptier[page_nid]:
             s.numa_stats["pgpromote_success"] += 1
         page_nid = target
     yield numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, migrated, not migrated)

@@ -172,7 +172,9 @@ def change_pte_range(
     if target_node >= 0:
         eligible &= nid != target_node
     if s.policy("numa_balancing") == "2":
-        eligible &= ~s.numa_toptier[np.maximum(nid, 0)]  # tiering: skip top-tier nodes
+        # tiering without NUMA_BALANCING_NORMAL: "Skip scanning top tier node if normal numa balancing is
+        # disabled" (v6.6)
+        eligible &= ~s.numa_toptier[np.maximum(nid, 0)]
     idx = np.flatnonzero(lookup)
     sp_miss = 0
     stall = 0.0

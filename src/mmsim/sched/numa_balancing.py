@@ -96,8 +96,25 @@ class PromoteRate:
     nr_cand: int = 0
 
 
+NUMA_BALANCING_NORMAL = 0x1  # include/linux/sched/sysctl.h (v5.18+; RFC 03/10 of seeds/002's series)
+NUMA_BALANCING_MEMORY_TIERING = 0x2
+
+
+def mode(s: Any) -> int:
+    """``sysctl_numa_balancing_mode``: an OR of the flags above."""
+    return int(s.policy("numa_balancing"))
+
+
 def enabled(s: Any) -> bool:
-    return bool(s.policy("numa_balancing") != "0")
+    return mode(s) != 0
+
+
+def tiering(s: Any) -> bool:
+    return bool(mode(s) & NUMA_BALANCING_MEMORY_TIERING)
+
+
+def normal(s: Any) -> bool:
+    return bool(mode(s) & NUMA_BALANCING_NORMAL)
 
 
 def _sysctl(s: Any, name: str) -> int:
@@ -296,7 +313,7 @@ def should_numa_migrate_memory(s: Any, task: Task, last_cpu: int, src_nid: int, 
     """``should_numa_migrate_memory`` (v6.6 form; the v5.4 one is its
     non-tiering part). Returns (migrate?, new last_cpu for the page)."""
     dst_nid = s.machine.cpu_node(task.cpu)
-    if s.policy("numa_balancing") == "2" and not s.numa_toptier[src_nid]:
+    if tiering(s) and not s.numa_toptier[src_nid]:  # folio_use_access_time()
         s.numa_stats["pgpromote_candidate"] += 1
         if pgdat_free_space_enough(s, dst_nid):
             return True, last_cpu
