@@ -93,7 +93,7 @@ def test_numa_balancing_run_scans_and_takes_hinting_faults(use_tiny_preset: Mach
         (["-p", "pattern=zipf"], "-p pattern"),
         (["-p", "read_pct=101"], "-p read_pct"),
         (["-p", "shape=0"], "-p shape"),
-        (["--set", "numa_balancing=3"], "--set.numa_balancing"),
+        (["--set", "numa_balancing=4"], "--set.numa_balancing"),
         (["--set", "numa_scan_check=random"], "--set.numa_scan_check"),
     ],
 )
