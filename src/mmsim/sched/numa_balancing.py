@@ -38,6 +38,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.mm.mprotect import change_prot_numa
+from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE
 
 NUMA_PERIOD_SLOTS = 10  # kernel/sched/fair.c
 NUMA_PERIOD_THRESHOLD = 7  # kernel/sched/fair.c
@@ -138,8 +139,8 @@ def init_task(s: Any, task: Task, mm: Any) -> NumaTask:
 def get_mm_rss(mm: Any) -> int:
     """Resident pages of ``mm`` (``get_mm_rss``), from the page tables."""
     pt = mm.pgtables
-    n = sum(int(b.sum()) for s, b in pt.ptes.items() if pt.pmd.get(s) == 2)
-    huge = sum(1 for v in pt.pmd.values() if v == 1)
+    n = sum(int(b.sum()) for s, b in pt.ptes.items() if pt.pmd.get(s) == PMD_TABLE)
+    huge = sum(1 for v in pt.pmd.values() if v == PMD_HUGE)
     return n + 512 * huge
 
 
@@ -229,9 +230,9 @@ def task_numa_work(task: Task, mm: Any) -> Generator[Any, Any, int]:
                 break
         if done:
             break
-    if done and start < todo[-1].end:
+    if done:  # "goto out" with a VMA in hand: resume here next time (a find_vma miss then wraps)
         st.scan_offset = start
-    else:
+    else:  # ran off the last VMA: reset_ptenuma_scan
         st.scan_offset = 0
         st.scan_seq += 1
     return updated
@@ -284,7 +285,7 @@ def update_task_scan_period(s: Any, nt: NumaTask, mm: Any, shared: int, private:
         nt.period_history.append(nt.scan_period_ms)
         return  # numa_faults_locality is not cleared on this path (v5.4)
     period_slot = -(-nt.scan_period_ms // NUMA_PERIOD_SLOTS)
-    lr_ratio = (local * NUMA_PERIOD_SLOTS) // (local + remote)
+    lr_ratio = (local * NUMA_PERIOD_SLOTS) // max(1, local + remote)
     ps_ratio = (private * NUMA_PERIOD_SLOTS) // max(1, private + shared)
     if ps_ratio >= NUMA_PERIOD_THRESHOLD:
         diff = max(1, ps_ratio - NUMA_PERIOD_THRESHOLD) * period_slot  # mostly private: scan slower
