@@ -182,9 +182,9 @@ def change_pte_range(
         sp_key = ("struct page", id(mm), slot)
         sp_miss = touch_lines(s, cpu, sp_key, PTRS_PER_PTE, idx, now)
         if sp_miss:
-            # the struct pages of one table's pages, by memmap node (misses spread in proportion)
-            nodes = nid[idx]
-            lat = float(np.mean([mem_latency_ns(s, cpu, memmap_node(s, int(n))) for n in np.unique(nodes)]))
+            # the memmap latency averaged over the looked-up pages' nodes (misses spread in proportion)
+            by_node = np.array([mem_latency_ns(s, cpu, memmap_node(s, n)) for n in range(len(s.machine.nodes))])
+            lat = float(by_node[nid[idx]].mean())
             stall = sp_miss * lat / STRUCT_PAGE_MLP
     hits = len(idx) - sp_miss
     l3 = s.machine.caches[-1].latency_ns
