@@ -1,0 +1,148 @@
+"""``run_native(spec) -> RunResult``: one workload executed on the host kernel.
+
+Everything is checked before anything runs (workload, ``-p``, ``--set``,
+memory budget). The workload then runs in a worker process
+(:mod:`mmsim.native.worker`) in its own process group, under ``perf stat``
+software events when perf can count; the hugetlb pool is grown for the run
+and restored after it. The result has the shape of ``mmsim run``'s
+(:class:`~mmsim.experiments.run.RunResult`) with ``mode = "native"``, plus
+``rusage``, ``host`` (the THP/hugetlb settings in force) and ``notes``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mmsim.errors import UserError
+from mmsim.native import safety, sysinfo
+from mmsim.native.workloads import get_native, resolve_native_params
+
+THP_VALUES = ("always", "madvise", "never")
+# perf software events (include/uapi/linux/perf_event.h PERF_COUNT_SW_*), counted over the worker process tree
+PERF_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults", "minor-faults", "major-faults")
+
+
+@dataclass(frozen=True)
+class NativeSpec:
+    workload: str
+    params: dict[str, str] = field(default_factory=dict)
+    policies: dict[str, str] = field(default_factory=dict)
+
+
+def check_policies(policies: dict[str, str]) -> str | None:
+    """``--set`` in native mode: only ``thp`` (applied per mapping with madvise)."""
+    for name, value in policies.items():
+        if name != "thp":
+            raise UserError("--set", name, "thp (the only policy native mode can apply)")
+        if value not in THP_VALUES:
+            raise UserError("--set thp", value, THP_VALUES)
+    return policies.get("thp")
+
+
+@cache
+def perf_works() -> bool:
+    """perf is installed and may count software events for our own processes."""
+    exe = sysinfo.perf_path()
+    if exe is None:
+        return False
+    try:
+        r = subprocess.run([exe, "stat", "-x,", "-e", "task-clock", "true"], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and b"task-clock" in r.stderr
+
+
+def parse_perf_csv(text: str) -> dict[str, float]:
+    """``perf stat -x,`` lines (value,unit,event,...) -> {event: value}; task-clock in ms."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) < 3 or line.startswith("#"):
+            continue
+        value, event = parts[0], parts[2].split(":")[0]
+        try:
+            out[event] = float(value)
+        except ValueError:
+            continue  # <not counted> / <not supported>
+    return out
+
+
+def _host_settings() -> dict[str, str]:
+    return {**sysinfo.thp_settings(), **sysinfo.hugetlb_settings(), "kernel": sysinfo.kernel_release()}
+
+
+def _notes(thp: str | None, host: dict[str, str]) -> list[str]:
+    notes = []
+    enabled = host.get("thp.enabled", "")
+    if thp == "always" and enabled in ("", "never"):
+        notes.append(f"THP requested but the host's THP is {enabled or 'absent'}: MADV_HUGEPAGE has no effect")
+    if thp is None:
+        notes.append(f"no --set thp: the host's policy ({enabled or 'no THP'}) applies, no madvise")
+    notes.append("vmstat deltas are system-wide: other processes on the host add to them")
+    return notes
+
+
+def run_native(spec: NativeSpec) -> Any:
+    """Run ``spec`` on the host; a :class:`~mmsim.native.safety.Skip` when it cannot run here."""
+    from mmsim.experiments.run import RunResult
+
+    w = get_native(spec.workload)
+    params = resolve_native_params(w, spec.params)
+    thp = check_policies(spec.policies)
+    size_field = "-p size" if "size" in params else "-p " + next(iter(w.params))
+    safety.check_memory(size_field, w.footprint(params))
+    job = {"workload": w.name, "params": spec.params, "thp": thp}
+    pages = w.hugetlb_pages(params)
+    with safety.terminate_as_exception():
+        if pages:
+            with safety.HugetlbPool(pages):
+                out, perf = _run_worker(job)
+        else:
+            out, perf = _run_worker(job)
+    host = _host_settings()
+    wall = out["wall_seconds"]
+    perf = {**perf, "seconds-time-elapsed": wall} if perf else {}
+    res = RunResult(
+        workload=w.name, machine="host", kernel=sysinfo.kernel_release(),
+        params={k: params[k] for k in sorted(params)}, seed=0, metrics=out["metrics"], perf=perf,
+        vmstat=out["vmstat"], profile=[], locks={}, sim={"wall_seconds": round(wall, 4)},
+        policies={"thp": thp or "host default"}, command=w.command(params), mode="native",
+    )
+    d: dict[str, Any] = res.to_dict()
+    d.update(rusage=out["rusage"], host=host, notes=_notes(thp, host))
+    return d
+
+
+def _run_worker(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the worker (under perf stat when it works); its process group is always killed and reaped."""
+    with tempfile.TemporaryDirectory(prefix="mmsim-native-") as tmp:
+        out_path, perf_path = Path(tmp) / "out.json", Path(tmp) / "perf.csv"
+        cmd = [sys.executable, "-m", "mmsim.native.worker", json.dumps(job), str(out_path)]
+        use_perf = perf_works()
+        if use_perf:
+            exe = sysinfo.perf_path() or "perf"
+            cmd = [exe, "stat", "-x,", "-o", str(perf_path), "-e", ",".join(PERF_EVENTS), "--", *cmd]
+        env = {**os.environ, "PYTHONPATH": _src_path() + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=env)
+        with safety.Reaper(proc):
+            _, err = proc.communicate()
+        if proc.returncode != 0 or not out_path.is_file():
+            lines = err.decode(errors="replace").strip().splitlines()
+            raise RuntimeError(f"native worker failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
+        out: dict[str, Any] = json.loads(out_path.read_text())
+        perf = parse_perf_csv(perf_path.read_text()) if use_perf and perf_path.is_file() else {}
+        return out, perf
+
+
+def _src_path() -> str:
+    """The directory holding the ``mmsim`` package, so the worker imports this same tree."""
+    return str(Path(__file__).resolve().parents[2])

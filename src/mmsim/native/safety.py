@@ -1,0 +1,140 @@
+"""Guards for running workloads on the real host.
+
+* :func:`check_memory`: a run may use at most :data:`MEM_FRACTION` of
+  MemAvailable, so native mode never pushes the host (shared with other
+  users) into reclaim, swap or the OOM killer.
+* :class:`HugetlbPool`: grows ``/proc/sys/vm/nr_hugepages`` for a run (root
+  only) and puts the old value back on exit, on Ctrl-C (KeyboardInterrupt),
+  on SIGTERM/SIGHUP (turned into :class:`Interrupted`) and on errors.
+* :class:`Reaper`: the workload runs as its own process group; whatever
+  happens, the group is killed and every child waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType, TracebackType
+
+from mmsim.errors import UserError
+from mmsim.native import sysinfo
+
+# At most half of MemAvailable: leaves the other half to the page cache and to
+# the other users of the host, and keeps a run well clear of reclaim (whose
+# cost would then be measured instead of the fault path).
+MEM_FRACTION = 0.5
+
+
+class Skip(Exception):
+    """A case that cannot run on this host (no root, no hugetlb, no THP); the message says why."""
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP arrived while a native run held host resources."""
+
+
+def check_memory(field: str, nbytes: int, available: int | None = None) -> None:
+    """UserError when ``nbytes`` exceeds MEM_FRACTION of MemAvailable."""
+    avail = sysinfo.mem_available_bytes() if available is None else available
+    limit = int(avail * MEM_FRACTION)
+    if nbytes > limit:
+        raise UserError(field, nbytes, f"at most {limit} bytes ({MEM_FRACTION:.0%} of MemAvailable = {avail} bytes)")
+
+
+@contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise :class:`Interrupted` (so ``finally`` blocks run) while inside."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class HugetlbPool:
+    """Make ``pages`` default-size huge pages free for one run, then restore the pool.
+
+    Writes ``/proc/sys/vm/nr_hugepages`` (mm/hugetlb.c hugetlb_sysctl_handler
+    -> set_max_huge_pages); the kernel may grant fewer pages than asked when
+    memory is fragmented, which is a :class:`Skip`, as are no root and no
+    hugetlb support.
+    """
+
+    def __init__(self, pages: int, path: Path = sysinfo.NR_HUGEPAGES) -> None:
+        self.pages = pages
+        self.path = path
+        self.saved: int | None = None
+
+    def _read(self) -> int:
+        return int(self.path.read_text().strip())
+
+    def _free(self) -> int:
+        return sysinfo.read_meminfo().get("HugePages_Free", 0)
+
+    def __enter__(self) -> HugetlbPool:
+        if not self.path.exists():
+            raise Skip("kernel without hugetlb support (no /proc/sys/vm/nr_hugepages)")
+        free = self._free()
+        if free >= self.pages:
+            return self  # the pool already has room: nothing to change, nothing to restore
+        if not sysinfo.is_root():
+            raise Skip(f"hugetlb needs {self.pages} free huge pages ({free} free); growing the pool needs root")
+        self.saved = self._read()
+        try:
+            self.path.write_text(str(self.saved + self.pages - free))
+        except OSError as e:
+            self.restore()
+            raise Skip(f"cannot resize the hugetlb pool: {e.strerror}") from None
+        got = self._free()
+        if got < self.pages:
+            self.restore()
+            raise Skip(f"hugetlb pool grew to only {got} free huge pages of {self.pages} needed (fragmented memory)")
+        return self
+
+    def restore(self) -> None:
+        if self.saved is None:
+            return
+        for _ in range(50):  # pages still mapped by an exiting child are freed a moment later
+            try:
+                self.path.write_text(str(self.saved))
+                if self._read() == self.saved:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.saved = None
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.restore()
+
+
+class Reaper:
+    """Own a worker process group: kill it and reap the leader on exit, whatever the exit."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def __enter__(self) -> Reaper:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        kill_group(self.proc)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group led by ``proc`` (started with start_new_session) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -1,0 +1,268 @@
+"""The native workload registry: the simulator's workload names and
+parameter names, executed for real on the host kernel.
+
+This registry does not import the simulated workloads (they may not exist in
+a given build); it reuses only :class:`~mmsim.workloads.base.ParamInfo` so
+``-p`` parsing and errors behave the same in both modes.
+
+* ``vm-scalability/anon-*``: vm-scalability's ``usemem`` (case-anon-w-seq:
+  ``usemem -n N SIZE``; case-anon-w-rand adds ``--random``; case-anon-r-seq
+  ``--readonly``; case-anon-cow-seq ``--prealloc --prefault``). Each of
+  ``nr_task`` processes maps ``size / nr_task`` bytes and stores (or loads)
+  every 8-byte word; each reports ``bytes / usecs`` as KB/s (KB = 1024 B) and
+  ``vm-scalability.throughput`` is their sum, as LKP sums usemem's lines.
+* ``vm-scalability/anon-w-seq-hugetlb``: the same with MAP_HUGETLB from a
+  pool sized for the run (case-hugetlb sizes ``nr_hugepages``).
+* ``will-it-scale/page_fault1``: each task loops mmap(128 MiB), one store per
+  4 KiB page, munmap; ops = pages touched; ``per_process_ops`` is the mean
+  per-task ops/s and ``workload`` their sum.
+* ``lmbench/bw_unix``: per pair, a writer process streams 64 KiB writes
+  (lmbench XFERSIZE) into an AF_UNIX stream socketpair, the reader reads
+  them; bandwidth in MB/s with MB = 2^20 (lmbench bench.h), summed over pairs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmsim.errors import UserError
+from mmsim.workloads.base import ParamInfo, parse_choice, parse_int
+
+HPAGE = 2 << 20
+PF1_MEMSIZE = 128 << 20  # will-it-scale tests/page_fault1.c MEMSIZE
+XFERSIZE = 64 << 10  # lmbench src/bench.h XFERSIZE
+MB = 1 << 20  # lmbench src/bench.h MB
+
+
+def parse_size(v: str) -> int:
+    """usemem's memparse: a number with optional k/m/g = 2^10/2^20/2^30 (binary)."""
+    s = str(v).strip().lower()
+    shift = {"k": 10, "m": 20, "g": 30}.get(s[-1:], 0)
+    num = s[:-1] if shift else s
+    if not num.isdigit() or int(num) == 0:
+        raise ValueError
+    return int(num) << shift
+
+
+def parse_seconds(v: str) -> float:
+    x = float(v)
+    if not 0.05 <= x <= 600:
+        raise ValueError
+    return x
+
+
+Body = Callable[[dict[str, Any], "str | None"], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class NativeWorkload:
+    name: str
+    description: str
+    params: dict[str, ParamInfo]
+    body: Body  # (params, thp policy or None) -> metrics; runs in the worker process
+    footprint: Callable[[dict[str, Any]], int]  # peak bytes of anonymous memory
+    command: Callable[[dict[str, Any]], str]
+    hugetlb_pages: Callable[[dict[str, Any]], int] = field(default=lambda p: 0)
+    native_only: tuple[str, ...] = ()  # params the simulated workload does not take
+
+
+NATIVE: dict[str, NativeWorkload] = {}
+
+
+def register(w: NativeWorkload) -> NativeWorkload:
+    NATIVE[w.name] = w
+    return w
+
+
+def get_native(name: str) -> NativeWorkload:
+    w = NATIVE.get(name)
+    if w is None:
+        raise UserError("workload", name, sorted(NATIVE))
+    return w
+
+
+def resolve_native_params(w: NativeWorkload, given: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v.default for k, v in w.params.items()}
+    for k, v in given.items():
+        info = w.params.get(k)
+        if info is None:
+            raise UserError(f"-p {k}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
+        try:
+            out[k] = info.parse(v)
+        except (ValueError, TypeError):
+            raise UserError(f"-p {k}", v, info.allowed) from None
+    return out
+
+
+# -- vm-scalability usemem ---------------------------------------------------------
+
+NR_TASK = ParamInfo(1, "usemem -n: number of processes", parse_int(1, 1024), "an integer 1..1024")
+SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks (k/m/g = 2^10/2^20/2^30)", parse_size,
+                 "a size like 256m, 1g, 4096")
+
+
+def _per_task(p: dict[str, Any], hugetlb: bool = False) -> int:
+    per = max(8, p["size"] // p["nr_task"]) // 8 * 8
+    return -(-per // HPAGE) * HPAGE if hugetlb else per
+
+
+def _usemem(op: str) -> Body:
+    def body(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+        from mmsim.native import tasks
+
+        n = p["nr_task"]
+        nbytes = _per_task(p, hugetlb=op == "hugetlb")
+        pre = None
+        if op == "cow":  # --prealloc --prefault: one populated mapping, COW-shared by the forked tasks
+            pre = tasks.map_anon(nbytes, thp)
+            tasks.write_seq(tasks.words(pre))
+
+        def task(i: int) -> dict[str, float]:
+            t0 = time.perf_counter()
+            m = pre if pre is not None else tasks.map_anon(nbytes, thp, hugetlb=op == "hugetlb",
+                                                           readonly=op == "r-seq")
+            a = tasks.words(m)
+            if op == "r-seq":
+                tasks.read_seq(a)
+            elif op == "w-rand":
+                tasks.write_rand(a, seed=i)
+            else:
+                tasks.write_seq(a)
+            usecs = (time.perf_counter() - t0) * 1e6
+            return {"bytes": nbytes, "usecs": usecs}
+
+        try:
+            res = tasks.run_tasks(n, task)
+        finally:
+            if pre is not None:
+                pre.close()
+        kbs = [r["bytes"] * 1e6 / (r["usecs"] * 1024) for r in res]
+        return {"vm-scalability.throughput": sum(kbs)}
+
+    return body
+
+
+def _usemem_cmd(flags: str) -> Callable[[dict[str, Any]], str]:
+    return lambda p: f"usemem -n {p['nr_task']}{flags} {p['size'] // p['nr_task']}"
+
+
+_USEMEM = {
+    "anon-w-seq": ("w-seq", "", "each process writes its own anonymous mapping, sequentially"),
+    "anon-w-rand": ("w-rand", " --random", "each process writes random words of its own anonymous mapping"),
+    "anon-r-seq": ("r-seq", " --readonly", "each process reads its untouched anonymous mapping (zero page)"),
+    "anon-cow-seq": ("cow", " --prealloc --prefault", "forked processes write a prefaulted parent mapping (COW)"),
+    "anon-w-seq-hugetlb": ("hugetlb", " (MAP_HUGETLB)", "anon-w-seq on MAP_HUGETLB mappings from the pool"),
+}
+
+for _case, (_op, _flags, _desc) in _USEMEM.items():
+    register(NativeWorkload(
+        name=f"vm-scalability/{_case}",
+        description=f"usemem{_flags}: {_desc}; KB/s summed over tasks",
+        params={"nr_task": NR_TASK, "size": SIZE},
+        body=_usemem(_op),
+        footprint=(lambda p: _per_task(p) * (p["nr_task"] + 1)) if _op == "cow"
+        else (lambda p, h=_op == "hugetlb": _per_task(p, h) * p["nr_task"]),
+        command=_usemem_cmd(_flags),
+        hugetlb_pages=(lambda p: _per_task(p, True) // HPAGE * p["nr_task"]) if _op == "hugetlb" else (lambda p: 0),
+    ))
+
+
+# -- will-it-scale page_fault1 -------------------------------------------------------------
+
+
+def _page_fault1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    from mmsim.native import tasks
+
+    seconds = p["seconds"]
+
+    def task(i: int) -> dict[str, float]:
+        ops = 0
+        t0 = time.perf_counter()
+        while True:
+            m = tasks.map_anon(PF1_MEMSIZE, thp)
+            tasks.touch_pages(m)
+            m.close()
+            ops += PF1_MEMSIZE // tasks.PAGE
+            dt = time.perf_counter() - t0
+            if dt >= seconds:
+                return {"ops": ops, "seconds": dt}
+
+    res = tasks.run_tasks(p["nr_task"], task, p["mode"])
+    rates = [r["ops"] / r["seconds"] for r in res]
+    return {"will-it-scale.per_process_ops": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+
+
+register(NativeWorkload(
+    name="will-it-scale/page_fault1",
+    description="tasks loop mmap(128 MiB), store one byte per page, munmap; ops = page faults per second",
+    params={
+        "nr_task": ParamInfo(1, "number of tasks (will-it-scale -t)", parse_int(1, 1024), "an integer 1..1024"),
+        "mode": ParamInfo("processes", "processes or threads", parse_choice("processes", "threads"),
+                          "processes, threads"),
+        "seconds": ParamInfo(2.0, "native only: how long each task loops", parse_seconds, "0.05..600 seconds"),
+    },
+    body=_page_fault1,
+    footprint=lambda p: PF1_MEMSIZE * p["nr_task"],
+    command=lambda p: f"page_fault1_{p['mode']} -t {p['nr_task']} (for {p['seconds']} s)",
+    native_only=("seconds",),
+))
+
+
+# -- lmbench bw_unix -----------------------------------------------------------------------
+
+
+def _bw_unix(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    from mmsim.native import tasks
+
+    seconds = p["seconds"]
+
+    def pair(i: int) -> dict[str, float]:
+        rd, wr = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:  # writer: stream XFERSIZE writes until the reader hangs up
+            code = 0
+            try:
+                rd.close()
+                buf = b"\x01" * XFERSIZE  # touched buffer, as lmbench's touch(buf, XFERSIZE)
+                while True:
+                    wr.sendall(buf)
+            except OSError:
+                pass
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        wr.close()
+        buf = bytearray(XFERSIZE)
+        view = memoryview(buf)
+        got = 0
+        try:
+            t0 = time.perf_counter()
+            while (dt := time.perf_counter() - t0) < seconds:
+                got += rd.recv_into(view, XFERSIZE)
+        finally:
+            rd.close()
+            os.waitpid(pid, 0)
+        return {"bytes": got, "seconds": dt}
+
+    res = tasks.run_tasks(p["pairs"], pair)
+    return {"lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": sum(r["bytes"] / MB / r["seconds"] for r in res)}
+
+
+register(NativeWorkload(
+    name="lmbench/bw_unix",
+    description="AF_UNIX stream socketpair bandwidth, 64 KiB writes; MB/s summed over pairs",
+    params={
+        "pairs": ParamInfo(1, "bw_unix -P: reader/writer pairs", parse_int(1, 256), "an integer 1..256"),
+        "seconds": ParamInfo(1.0, "native only: how long each pair streams", parse_seconds, "0.05..600 seconds"),
+    },
+    body=_bw_unix,
+    footprint=lambda p: 4 * XFERSIZE * p["pairs"],
+    command=lambda p: f"bw_unix -P {p['pairs']} (for {p['seconds']} s)",
+    native_only=("seconds",),
+))
