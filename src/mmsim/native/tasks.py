@@ -43,7 +43,7 @@ def map_anon(nbytes: int, thp: str | None, *, hugetlb: bool = False, readonly: b
 
 
 def words(m: mmap.mmap) -> Words:
-    return np.frombuffer(m, dtype=np.uint64)  # type: ignore[no-any-return]
+    return np.frombuffer(m, dtype=np.uint64)
 
 
 def write_seq(a: Words) -> None:

@@ -107,8 +107,20 @@ SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks (k/m/g = 2^10/2
 
 
 def _per_task(p: dict[str, Any], hugetlb: bool = False) -> int:
-    per = max(8, p["size"] // p["nr_task"]) // 8 * 8
+    per = max(8, int(p["size"]) // int(p["nr_task"])) // 8 * 8
     return -(-per // HPAGE) * HPAGE if hugetlb else per
+
+
+def _footprint(op: str) -> Callable[[dict[str, Any]], int]:
+    """Peak anonymous memory: the cow parent's mapping plus one private copy per task."""
+    extra = 1 if op == "cow" else 0
+    return lambda p: _per_task(p, op == "hugetlb") * (int(p["nr_task"]) + extra)
+
+
+def _hugetlb_pages(op: str) -> Callable[[dict[str, Any]], int]:
+    if op != "hugetlb":
+        return lambda p: 0
+    return lambda p: _per_task(p, True) // HPAGE * int(p["nr_task"])
 
 
 def _usemem(op: str) -> Body:
@@ -165,10 +177,9 @@ for _case, (_op, _flags, _desc) in _USEMEM.items():
         description=f"usemem{_flags}: {_desc}; KB/s summed over tasks",
         params={"nr_task": NR_TASK, "size": SIZE},
         body=_usemem(_op),
-        footprint=(lambda p: _per_task(p) * (p["nr_task"] + 1)) if _op == "cow"
-        else (lambda p, h=_op == "hugetlb": _per_task(p, h) * p["nr_task"]),
+        footprint=_footprint(_op),
         command=_usemem_cmd(_flags),
-        hugetlb_pages=(lambda p: _per_task(p, True) // HPAGE * p["nr_task"]) if _op == "hugetlb" else (lambda p: 0),
+        hugetlb_pages=_hugetlb_pages(_op),
     ))
 
 
@@ -228,9 +239,9 @@ def _bw_unix(p: dict[str, Any], thp: str | None) -> dict[str, float]:
             code = 0
             try:
                 rd.close()
-                buf = b"\x01" * XFERSIZE  # touched buffer, as lmbench's touch(buf, XFERSIZE)
+                out = b"\x01" * XFERSIZE  # touched buffer, as lmbench's touch(buf, XFERSIZE)
                 while True:
-                    wr.sendall(buf)
+                    wr.sendall(out)
             except OSError:
                 pass
             except BaseException:

@@ -1,0 +1,102 @@
+"""``mmsim native``, ``mmsim calibrate`` and ``mmsim validate``: the host kernel side.
+
+Registered on the main app by :func:`register` (one line in cli.py). The
+library lives in :mod:`mmsim.native`; nothing is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _progress(msg: str) -> None:
+    sys.stderr.write(f"mmsim: {msg}\n")
+    sys.stderr.flush()
+
+
+def native_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="thp=always|madvise|never, applied per mapping with madvise.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a workload for real on this host's kernel: metrics, vmstat deltas, getrusage, perf stat."""
+    from mmsim.cli import _emit, _emit_json, parse_assignments
+    from mmsim.native.report import format_native
+    from mmsim.native.runner import NativeSpec, run_native
+    from mmsim.native.safety import Skip
+
+    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_))
+    try:
+        d: dict[str, Any] = run_native(spec)
+    except Skip as e:
+        if json_out:
+            _emit_json({"workload": workload, "mode": "native", "skipped": str(e)})
+        else:
+            _emit([f"{workload}: skipped: {e}"])
+        return
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(format_native(d))
+
+
+def calibrate_cmd(
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="Machine YAML to write (default: $XDG_CONFIG_HOME/mmsim/host.yaml)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measure this host's cost model on microbenchmarks and write a machine YAML (--machine FILE)."""
+    from mmsim.cli import _emit, _emit_json
+    from mmsim.native.calibrate import calibrate
+    from mmsim.native.report import format_calibrate
+
+    r = calibrate(out, log=_progress)
+    if json_out:
+        _emit_json(r)
+    else:
+        _emit(format_calibrate(r))
+
+
+def validate_cmd(
+    machine: Annotated[
+        str, typer.Option("--machine", "-m", help="Machine preset or YAML file (default: the calibrated host).")
+    ] = "host",
+    size: Annotated[str, typer.Option("--size", help="Total bytes of the vm-scalability cases.")] = "1g",
+    seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="Length of the timed cases.")] = 1.0,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the validation set natively and in simulation; native, simulated and error per case."""
+    from mmsim.cli import _emit, _emit_json
+    from mmsim.errors import UserError
+    from mmsim.native.report import format_validate
+    from mmsim.native.validate import validate
+    from mmsim.native.workloads import parse_size
+
+    try:
+        parse_size(size)
+    except ValueError:
+        raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
+    rows = validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
+    if json_out:
+        _emit_json(rows)
+    else:
+        _emit(format_validate(rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("native")(native_cmd)
+    app.command("calibrate")(calibrate_cmd)
+    app.command("validate")(validate_cmd)

@@ -1,0 +1,123 @@
+"""``mmsim validate``: the fixed validation set, natively and in simulation.
+
+Each case runs natively :data:`NATIVE_REPEATS` times (the median is kept:
+the 2 host CPUs are shared, so single runs are noisy; the spread is
+reported) and once in simulation on the calibrated machine, under the
+catalogued kernel closest to the host's release. ``error_pct`` is
+``100 * (simulated - native) / native``.
+
+A case whose simulated workload is not registered in this build, or that
+cannot run natively here (hugetlb without root), is a row with a note and no
+error, never a crash.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmsim.errors import UserError
+from mmsim.native import sysinfo
+from mmsim.native.runner import NativeSpec, run_native
+from mmsim.native.safety import Skip
+
+NATIVE_REPEATS = 3
+THROUGHPUT = "vm-scalability.throughput"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    workload: str
+    params: dict[str, str]
+    thp: str
+    metric: str
+    native_params: dict[str, str] = field(default_factory=dict)  # native-only knobs (durations)
+
+
+def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
+    """The validation set. ``size`` is the total of the usemem cases, ``seconds`` the timed cases' length."""
+    s = {"native_params": {"seconds": str(seconds)}}
+    usemem = "vm-scalability/anon-w-seq"
+    return [
+        Case("anon-w-seq 4K nr_task=1", usemem, {"nr_task": "1", "size": size}, "never", THROUGHPUT),
+        Case("anon-w-seq 4K nr_task=2", usemem, {"nr_task": "2", "size": size}, "never", THROUGHPUT),
+        Case("anon-w-seq THP nr_task=1", usemem, {"nr_task": "1", "size": size}, "always", THROUGHPUT),
+        Case("anon-w-seq THP nr_task=2", usemem, {"nr_task": "2", "size": size}, "always", THROUGHPUT),
+        Case("anon-r-seq 4K nr_task=1", "vm-scalability/anon-r-seq", {"nr_task": "1", "size": size}, "never",
+             THROUGHPUT),
+        Case("anon-cow-seq 4K nr_task=2", "vm-scalability/anon-cow-seq", {"nr_task": "2", "size": size}, "never",
+             THROUGHPUT),
+        Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
+             {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
+        Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
+             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec", **s),
+        Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
+             "never", THROUGHPUT),
+    ]
+
+
+def closest_kernel(release: str | None = None) -> str:
+    """The catalogued release nearest the host's: the newest not newer than it, else the oldest."""
+    from mmsim.kernels.catalog import KERNELS
+
+    host = sysinfo.kernel_version(release)
+    versions = sorted((tuple(int(x) for x in k[1:].split(".")), k) for k in KERNELS if k[1:].replace(".", "").isdigit())
+    older = [k for v, k in versions if v <= host]
+    return older[-1] if older else versions[0][1]
+
+
+def _simulate(c: Case, machine: str, kernel: str) -> tuple[float | None, str]:
+    from mmsim.experiments.run import RunSpec, run
+    from mmsim.workloads.base import get_workload
+
+    try:
+        get_workload(c.workload)
+    except UserError:
+        return None, f"{c.workload} not simulated in this build"
+    try:
+        r = run(RunSpec(workload=c.workload, machine=machine, kernel=kernel, policies={"thp": c.thp},
+                        params=dict(c.params)))
+    except UserError as e:
+        return None, f"simulation refused: {e}"
+    v = r.metrics.get(c.metric)
+    return (float(v), "") if v is not None else (None, f"simulation reports no {c.metric}")
+
+
+def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str]:
+    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp})
+    values: list[float] = []
+    note = ""
+    try:
+        for _ in range(repeats):
+            d = run_native(spec)
+            values.append(float(d["metrics"][c.metric]))
+            if c.thp == "always" and not d["vmstat"].get("thp_fault_alloc"):
+                note = "no THP fault natively (host THP off?)"
+    except Skip as e:
+        return None, [], f"skipped natively: {e}"
+    return statistics.median(values), values, note
+
+
+def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
+             log: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
+    """Run every case; one dict per case (``case``, ``native``, ``simulated``, ``error_pct``, ...)."""
+    import mmsim.machine as _machine
+
+    _machine.get_machine(machine)  # a bad --machine fails before anything runs
+    kernel = closest_kernel()
+    rows = []
+    for c in cases(size, seconds):
+        log(c.name)
+        native, values, nnote = _native(c, repeats)
+        simulated, snote = _simulate(c, machine, kernel) if native is not None else (None, "")
+        err = 100.0 * (simulated - native) / native if native and simulated is not None else None
+        rows.append({
+            "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
+            "native": native, "simulated": simulated, "error_pct": None if err is None else round(err, 1),
+            "native_runs": values, "kernel": kernel, "machine": machine,
+            "note": "; ".join(n for n in (nnote, snote) if n),
+        })
+    return rows
