@@ -77,11 +77,22 @@ def parse_perf_csv(text: str) -> dict[str, float]:
 
 
 def _host_settings() -> dict[str, str]:
-    return {**sysinfo.thp_settings(), **sysinfo.hugetlb_settings(), "kernel": sysinfo.kernel_release()}
+    return {**sysinfo.thp_settings(), **sysinfo.hugetlb_settings(), **sysinfo.page_reporting(),
+            "kernel": sysinfo.kernel_release()}
 
 
-def _notes(thp: str | None, host: dict[str, str]) -> list[str]:
+PAGE_REPORTING_NOTE = (
+    "free page reporting is on (page_reporting.order={order}): freed blocks of that order go back to the "
+    "hypervisor, and a THP fault on one is slowed by hypervisor faults; THP results vary with how long ago "
+    "the memory was freed"
+)
+
+
+def _notes(thp: str | None, host: dict[str, str], vmstat: dict[str, int]) -> list[str]:
     notes = []
+    order = host.get("page_reporting.order")
+    if order is not None and int(order) <= 9 and vmstat.get("thp_fault_alloc", 0) > 0:
+        notes.append(PAGE_REPORTING_NOTE.format(order=order))
     enabled = host.get("thp.enabled", "")
     if thp == "always" and enabled in ("", "never"):
         notes.append(f"THP requested but the host's THP is {enabled or 'absent'}: MADV_HUGEPAGE has no effect")
@@ -120,7 +131,7 @@ def run_native(spec: NativeSpec) -> Any:
         policies={"thp": thp or "host default"}, command=w.command(params), mode="native",
     )
     d: dict[str, Any] = res.to_dict()
-    d.update(rusage=out["rusage"], host=host, notes=_notes(thp, host))
+    d.update(rusage=out["rusage"], host=host, notes=_notes(thp, host, out["vmstat"]))
     return d
 
 

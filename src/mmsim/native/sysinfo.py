@@ -87,6 +87,24 @@ def hugetlb_settings(proc: Path = PROC) -> dict[str, str]:
     return {f"hugetlb.{k}": v for k, v in out.items()}
 
 
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
+
+
+def page_reporting(params: Path = PAGE_REPORTING) -> dict[str, str]:
+    """Free page reporting to a hypervisor (mm/page_reporting.c), when the guest kernel has it.
+
+    Free blocks of ``page_reporting_order`` and above are handed back to the
+    host; the next allocation of such a block (a THP, at order 9) faults the
+    memory back in at the hypervisor, which the guest sees as a slow clear.
+    """
+    out: dict[str, str] = {}
+    for name in ("page_reporting_order", "reported_kib"):
+        v = _read(params / name)
+        if v is not None:
+            out[f"page_reporting.{name.removeprefix('page_reporting_')}"] = v
+    return out
+
+
 def kernel_release() -> str:
     return os.uname().release
 
