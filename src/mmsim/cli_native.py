@@ -6,7 +6,9 @@ library lives in :mod:`mmsim.native`; nothing is imported until a command runs.
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -96,7 +98,22 @@ def validate_cmd(
         _emit(format_validate(rows))
 
 
+def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:
+    """SIGTERM/SIGHUP (raised as safety.Interrupted once cleanup ran) exit like Ctrl-C: code 130."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        from mmsim.native.safety import Interrupted
+
+        try:
+            f(*args, **kwargs)
+        except Interrupted:
+            raise typer.Abort() from None
+
+    return wrapper
+
+
 def register(app: typer.Typer) -> None:
-    app.command("native")(native_cmd)
-    app.command("calibrate")(calibrate_cmd)
-    app.command("validate")(validate_cmd)
+    app.command("native")(_abort_on_sigterm(native_cmd))
+    app.command("calibrate")(_abort_on_sigterm(calibrate_cmd))
+    app.command("validate")(_abort_on_sigterm(validate_cmd))

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,4 +91,35 @@ def _live_members(pgid: int) -> list[int]:
         state, pgrp = fields[0], int(fields[2])
         if pgrp == pgid and state not in ("Z", "X"):
             out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_cli_run_exits_130_and_leaves_no_process(sig: signal.Signals) -> None:
+    cmd = [sys.executable, "-m", "mmsim", "native", "will-it-scale/page_fault1", "-p", "seconds=30",
+           "-p", "nr_task=2"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not _worker_sessions(proc.pid) and time.monotonic() < deadline:  # wait until the worker runs
+        time.sleep(0.05)
+    workers = _worker_sessions(proc.pid)
+    assert workers, "the native worker never started"
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    for sid in workers:
+        assert _live_members(sid) == []
+
+
+def _worker_sessions(parent: int) -> list[int]:
+    """Session ids of the children of ``parent`` (the worker runs in its own session)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            out.append(int(fields[3]))
     return out

@@ -172,7 +172,8 @@ def calibrate(out: str | Path | None = None, log: Callable[[str], None] = lambda
         from mmsim.errors import UserError
 
         raise UserError("--out", str(target), "a file path (it is a directory)")
-    raw = measure(log)
+    with safety.terminate_as_exception():
+        raw = measure(log)
     machine, notes = build_machine(raw)
     target.parent.mkdir(parents=True, exist_ok=True)
     yamlio.save_machine(machine, target)

@@ -21,7 +21,7 @@ from typing import Any
 from mmsim.errors import UserError
 from mmsim.native import sysinfo
 from mmsim.native.runner import NativeSpec, run_native
-from mmsim.native.safety import Skip
+from mmsim.native.safety import Skip, terminate_as_exception
 
 NATIVE_REPEATS = 3
 THROUGHPUT = "vm-scalability.throughput"
@@ -111,16 +111,19 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
 
     _machine.get_machine(machine)  # a bad --machine fails before anything runs
     kernel = closest_kernel()
-    rows = []
-    for c in cases(size, seconds):
-        log(c.name)
-        native, values, nnote = _native(c, repeats)
-        simulated, snote = _simulate(c, machine, kernel) if native is not None else (None, "")
-        err = 100.0 * (simulated - native) / native if native and simulated is not None else None
-        rows.append({
-            "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
-            "native": native, "simulated": simulated, "error_pct": None if err is None else round(err, 1),
-            "native_runs": values, "kernel": kernel, "machine": machine,
-            "note": "; ".join(n for n in (nnote, snote) if n),
-        })
+    with terminate_as_exception():
+        rows = [_case_row(c, machine, kernel, repeats, log) for c in cases(size, seconds)]
     return rows
+
+
+def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
+    log(c.name)
+    native, values, nnote = _native(c, repeats)
+    simulated, snote = _simulate(c, machine, kernel) if native is not None else (None, "")
+    err = 100.0 * (simulated - native) / native if native and simulated is not None else None
+    return {
+        "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
+        "native": native, "simulated": simulated, "error_pct": None if err is None else round(err, 1),
+        "native_runs": values, "kernel": kernel, "machine": machine,
+        "note": "; ".join(n for n in (nnote, snote) if n),
+    }
