@@ -29,6 +29,9 @@ def native_cmd(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="thp=always|madvise|never, applied per mapping with madvise.")
     ] = None,
+    warm: Annotated[
+        bool, typer.Option("--warm", help="Touch and free the run's memory just before it (VM free page reporting).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a workload for real on this host's kernel: metrics, vmstat deltas, getrusage, perf stat."""
@@ -37,7 +40,7 @@ def native_cmd(
     from mmsim.native.runner import NativeSpec, run_native
     from mmsim.native.safety import Skip
 
-    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_))
+    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm)
     try:
         d: dict[str, Any] = run_native(spec)
     except Skip as e:

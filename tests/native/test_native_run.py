@@ -133,3 +133,13 @@ def test_perf_csv_parsing() -> None:
     text = "# started on x\n\n12.5,msec,task-clock,12500,100.00,0.9,CPUs\n3,,context-switches,1,100.00,,\n" \
            "<not supported>,,major-faults,0,100.00,,\n"
     assert parse_perf_csv(text) == {"task-clock": 12.5, "context-switches": 3.0}
+
+
+def test_warm_up_is_outside_the_measured_window() -> None:
+    spec = NativeSpec("vm-scalability/anon-w-seq", {"nr_task": "1", "size": "64m"}, {"thp": "never"}, warm=True)
+    d = run_native(spec)
+    pages = 64 * MIB // 4096
+    assert d["warm"] is True
+    # the run's own faults are counted, the warm-up's 16384 are not
+    assert pages <= d["rusage"]["minor_faults"] < 2 * pages
+    assert not any("free page reporting" in n for n in d["notes"])

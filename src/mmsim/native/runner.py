@@ -36,6 +36,7 @@ class NativeSpec:
     workload: str
     params: dict[str, str] = field(default_factory=dict)
     policies: dict[str, str] = field(default_factory=dict)
+    warm: bool = False  # touch and free the footprint just before the run (see worker.warm)
 
 
 def check_policies(policies: dict[str, str]) -> str | None:
@@ -83,15 +84,15 @@ def _host_settings() -> dict[str, str]:
 
 PAGE_REPORTING_NOTE = (
     "free page reporting is on (page_reporting.order={order}): freed blocks of that order go back to the "
-    "hypervisor, and a THP fault on one is slowed by hypervisor faults; THP results vary with how long ago "
-    "the memory was freed"
+    "hypervisor a moment later, and faults on them also wait for the hypervisor; results vary with how long "
+    "ago the memory was freed (--warm measures the guest kernel alone)"
 )
 
 
-def _notes(thp: str | None, host: dict[str, str], vmstat: dict[str, int]) -> list[str]:
+def _notes(thp: str | None, host: dict[str, str], warm: bool) -> list[str]:
     notes = []
     order = host.get("page_reporting.order")
-    if order is not None and int(order) <= 9 and vmstat.get("thp_fault_alloc", 0) > 0:
+    if order is not None and int(order) <= 9 and not warm:
         notes.append(PAGE_REPORTING_NOTE.format(order=order))
     enabled = host.get("thp.enabled", "")
     if thp == "always" and enabled in ("", "never"):
@@ -111,7 +112,7 @@ def run_native(spec: NativeSpec) -> Any:
     thp = check_policies(spec.policies)
     size_field = "-p size" if "size" in params else "-p " + next(iter(w.params))
     safety.check_memory(size_field, w.footprint(params))
-    job = {"workload": w.name, "params": spec.params, "thp": thp}
+    job = {"workload": w.name, "params": spec.params, "thp": thp, "warm": spec.warm}
     pages = w.hugetlb_pages(params)
     with safety.terminate_as_exception():
         if pages:
@@ -131,7 +132,7 @@ def run_native(spec: NativeSpec) -> Any:
         policies={"thp": thp or "host default"}, command=w.command(params), mode="native",
     )
     d: dict[str, Any] = res.to_dict()
-    d.update(rusage=out["rusage"], host=host, notes=_notes(thp, host, out["vmstat"]))
+    d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=_notes(thp, host, spec.warm))
     return d
 
 

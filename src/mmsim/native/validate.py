@@ -87,7 +87,7 @@ def _simulate(c: Case, machine: str, kernel: str) -> tuple[float | None, str]:
 
 
 def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str]:
-    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp})
+    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True)
     values: list[float] = []
     note = ""
     try:
@@ -96,9 +96,6 @@ def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str]:
             values.append(float(d["metrics"][c.metric]))
             if c.thp == "always" and not d["vmstat"].get("thp_fault_alloc"):
                 note = "no THP fault natively (host THP off?)"
-            if any("free page reporting" in n for n in d.get("notes", ())):
-                note = ("VM with free page reporting: THP faults on blocks returned to the hypervisor also pay "
-                        "hypervisor faults (not modelled); see native_runs")
     except Skip as e:
         return None, [], f"skipped natively: {e}"
     return statistics.median(values), values, note

@@ -31,10 +31,31 @@ def _rusage() -> dict[str, float]:
     }
 
 
+def warm(nbytes: int, thp: str | None, hugetlb: bool) -> None:
+    """Touch ``nbytes`` (one store per 4 KiB) and free them, just before the measured run.
+
+    On a VM whose guest reports free pages to the hypervisor (virtio_balloon
+    free page reporting), freed 2 MiB blocks are unbacked after a delay and
+    the next fault on them waits for the hypervisor. Memory touched and freed
+    a moment ago is still backed, so the run measures the guest kernel.
+    The warm-up uses the run's own page size: THP blocks freed by a THP
+    mapping are the ones the next THP faults get back, and hugetlb pages
+    return to the pool, not the buddy allocator.
+    """
+    from mmsim.native import tasks
+
+    m = tasks.map_anon(nbytes, thp, hugetlb=hugetlb)
+    tasks.touch_pages(m)
+    m.close()
+
+
 def run_body(spec: dict[str, Any]) -> dict[str, Any]:
     w = get_native(spec["workload"])
     params = resolve_native_params(w, spec["params"])
     thp = spec.get("thp")
+    if spec.get("warm"):
+        pages = w.hugetlb_pages(params)
+        warm(pages * sysinfo.HPAGE_BYTES if pages else w.footprint(params), thp, bool(pages))
     r0, v0, t0 = _rusage(), sysinfo.read_vmstat(), time.perf_counter()
     metrics = w.body(params, thp)
     wall = time.perf_counter() - t0
