@@ -124,3 +124,19 @@ def test_validate_cli_json(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 def test_validate_bad_machine_fails_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--machine", "no-such-machine"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_calibrate_cli_json_and_the_file_loads(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "host.yaml"
+    assert main(["calibrate", "--out", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["path"] == str(out)
+    assert {"fault_4k_ns", "fault_thp_ns", "core_bw_gbs", "all_cpu_bw_gbs", "ctx_switch_ns"} <= set(d["measurements"])
+    assert main(["machine", "show", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["page_fault_ns"] == d["cost"]["page_fault_ns"]
+
+
+def test_calibrate_to_a_directory_fails_before_measuring(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["calibrate", "--out", str(tmp_path)]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--out" in err

@@ -100,10 +100,12 @@ def test_interrupted_cli_run_exits_130_and_leaves_no_process(sig: signal.Signals
            "-p", "nr_task=2"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 20
-    while not _worker_sessions(proc.pid) and time.monotonic() < deadline:  # wait until the worker runs
-        time.sleep(0.05)
+    while not _worker_sessions(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # wait until the worker runs
     workers = _worker_sessions(proc.pid)
-    assert workers, "the native worker never started"
+    if not workers:
+        proc.kill()
+        pytest.fail(f"the native worker never started: {proc.communicate()}")
     time.sleep(0.3)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=20)

@@ -165,13 +165,24 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
     return out, notes
 
 
+def _check_writable(target: Path) -> None:
+    """Fail before measuring when the YAML could not be written."""
+    from mmsim.errors import UserError
+
+    if target.is_dir():
+        raise UserError("--out", str(target), "a file path (it is a directory)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError("--out", str(target), f"a path whose directory can be created ({e.strerror})") from None
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError("--out", str(target), "a writable file path")
+
+
 def calibrate(out: str | Path | None = None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure, build and save; returns the path, the raw measurements and the notes."""
     target = Path(out) if out is not None else config_path()
-    if target.exists() and target.is_dir():
-        from mmsim.errors import UserError
-
-        raise UserError("--out", str(target), "a file path (it is a directory)")
+    _check_writable(target)
     with safety.terminate_as_exception():
         raw = measure(log)
     machine, notes = build_machine(raw)

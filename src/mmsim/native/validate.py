@@ -107,6 +107,10 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
     import mmsim.machine as _machine
 
     _machine.get_machine(machine)  # a bad --machine fails before anything runs
+    from mmsim.machine.host import config_path
+
+    if machine == "host" and not config_path().is_file():
+        log(f"host is not calibrated ({config_path()} missing): its cost model is estimates; run mmsim calibrate")
     kernel = closest_kernel()
     with terminate_as_exception():
         rows = [_case_row(c, machine, kernel, repeats, log) for c in cases(size, seconds)]
