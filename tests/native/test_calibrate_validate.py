@@ -100,16 +100,18 @@ def test_validate_rows_for_missing_simulations(monkeypatch: pytest.MonkeyPatch) 
     assert [r["case"] for r in rows] == ["anon-w-seq 4K nr_task=1", "bw_unix pairs=1"]
     for r in rows:
         assert r["native"] > 0
+        assert 0 < r["native_cpu_share"] <= 1.2  # rusage and wall clock of the same run
         assert r["simulated"] is None and r["error_pct"] is None
         assert "not simulated in this build" in r["note"]
 
 
 def test_validate_error_pct(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases()[:1])
-    monkeypatch.setattr(val, "_native", lambda c, repeats: (200.0, [200.0], ""))
+    monkeypatch.setattr(val, "_native", lambda c, repeats: (200.0, [200.0], "", 0.9))
     monkeypatch.setattr(val, "_simulate", lambda c, machine, kernel: (150.0, ""))
     (row,) = val.validate("tiny")
     assert row["error_pct"] == -25.0
+    assert row["native_cpu_share"] == 0.9
 
 
 def test_validate_cli_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

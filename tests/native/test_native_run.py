@@ -143,3 +143,19 @@ def test_warm_up_is_outside_the_measured_window() -> None:
     # the run's own faults are counted, the warm-up's 16384 are not
     assert pages <= d["rusage"]["minor_faults"] < 2 * pages
     assert not any("free page reporting" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_thp_memscale_matches_the_simulated_parameters(mode: str) -> None:
+    from mmsim.workloads.base import get_workload
+
+    assert set(get_native("thp_memscale").params) == set(get_workload("thp_memscale").params)
+    n = min(2, len(os.sched_getaffinity(0)))
+    d = run_native(NativeSpec("thp_memscale", {"threads": str(n), "bytes": "16m", "mode": mode}, {"thp": "never"}))
+    assert d["metrics"]["thp_memscale.elapsed_seconds"] > 0
+    assert d["rusage"]["minor_faults"] >= n * 16 * 10**6 // 4096
+
+
+def test_thp_memscale_needs_a_cpu_per_thread() -> None:
+    with pytest.raises(UserError, match="-p threads"):
+        run_native(NativeSpec("thp_memscale", {"threads": str(len(os.sched_getaffinity(0)) + 1)}))

@@ -51,10 +51,13 @@ def format_calibrate(r: Mapping[str, Any]) -> Doc:
 def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
     if not rows:
         return ["no validation cases"]
-    t = Table(["case", "metric", "native", "simulated", "error %", "note"], align="llrrrl",
+    t = Table(["case", "metric", "native", "simulated", "error %", "cpu share", "note"], align="llrrrrl",
               title=f"Validation on machine {rows[0].get('machine')} (kernel {rows[0].get('kernel')}):")
     for r in rows:
         err = r.get("error_pct")
         t.rows.append([str(r["case"]), str(r["metric"]).split(".", 1)[-1], fmt_num(r.get("native")),
-                       fmt_num(r.get("simulated")), "-" if err is None else f"{err:+.1f}", str(r.get("note", ""))])
-    return [t]
+                       fmt_num(r.get("simulated")), "-" if err is None else f"{err:+.1f}",
+                       "-" if r.get("native_cpu_share") is None else f"{100 * r['native_cpu_share']:.0f}%",
+                       str(r.get("note", ""))])
+    return [t, "cpu share: CPU time the native runs got / (wall x CPUs they could use); well below 100% means "
+               "other users of the host held the CPUs and the native result is low for that reason"]

@@ -13,6 +13,7 @@ error, never a crash.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,19 +87,30 @@ def _simulate(c: Case, machine: str, kernel: str) -> tuple[float | None, str]:
     return (float(v), "") if v is not None else (None, f"simulation reports no {c.metric}")
 
 
-def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str]:
+def cpu_share(d: dict[str, Any], tasks: int) -> float:
+    """CPU time the run got / (wall time x CPUs it could use): below 1 when other users held the CPUs."""
+    cpus = min(tasks, len(os.sched_getaffinity(0)))
+    wall = float(d["sim"]["wall_seconds"])
+    used = float(d["rusage"]["user_seconds"]) + float(d["rusage"]["system_seconds"])
+    return used / (wall * cpus) if wall > 0 else 0.0
+
+
+def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str, float | None]:
     spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True)
     values: list[float] = []
+    shares: list[float] = []
+    tasks = int(c.params.get("nr_task", 0)) or 2 * int(c.params.get("pairs", 1))
     note = ""
     try:
         for _ in range(repeats):
             d = run_native(spec)
             values.append(float(d["metrics"][c.metric]))
+            shares.append(cpu_share(d, tasks))
             if c.thp == "always" and not d["vmstat"].get("thp_fault_alloc"):
                 note = "no THP fault natively (host THP off?)"
     except Skip as e:
-        return None, [], f"skipped natively: {e}"
-    return statistics.median(values), values, note
+        return None, [], f"skipped natively: {e}", None
+    return statistics.median(values), values, note, statistics.median(shares)
 
 
 def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
@@ -119,12 +131,13 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
 
 def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
     log(c.name)
-    native, values, nnote = _native(c, repeats)
+    native, values, nnote, share = _native(c, repeats)
     simulated, snote = _simulate(c, machine, kernel) if native is not None else (None, "")
     err = 100.0 * (simulated - native) / native if native and simulated is not None else None
     return {
         "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
         "native": native, "simulated": simulated, "error_pct": None if err is None else round(err, 1),
-        "native_runs": values, "kernel": kernel, "machine": machine,
+        "native_runs": values, "native_cpu_share": None if share is None else round(share, 3),
+        "kernel": kernel, "machine": machine,
         "note": "; ".join(n for n in (nnote, snote) if n),
     }

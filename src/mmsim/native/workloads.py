@@ -277,3 +277,70 @@ register(NativeWorkload(
     command=lambda p: f"bw_unix -P {p['pairs']} (for {p['seconds']} s)",
     native_only=("seconds",),
 ))
+
+
+# -- thp_memscale ----------------------------------------------------------------------------
+
+GLIBC_MALLOC_HEADER = 16  # glibc: an mmapped chunk carries a 2 * SIZE_SZ header (malloc/malloc.c sysmalloc)
+
+
+def parse_decimal_bytes(v: str) -> int:
+    """thp_memscale's -b: a number with optional k/m/g = 10^3/10^6/10^9."""
+    s = str(v).strip().lower()
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(s[-1:], 1)
+    num = s[:-1] if s[-1:] in "kmg" else s
+    if not num.isdigit() or int(num) == 0:
+        raise ValueError
+    return int(num) * mult
+
+
+def _thp_memscale(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    from mmsim.native import tasks
+
+    n, nbytes, base = p["threads"], p["bytes"], p["basecpu"]
+    hugetlb = p["mapping"] == "hugetlb"
+    size = -(-nbytes // HPAGE) * HPAGE if hugetlb else nbytes + GLIBC_MALLOC_HEADER
+
+    def task(i: int) -> dict[str, float]:
+        os.sched_setaffinity(0, {base + i})  # runon(basecpu + id): the calling thread only
+        m = tasks.map_anon(size, thp, hugetlb=hugetlb)  # malloc above the mmap threshold = an anon mmap
+        a = tasks.words(m)
+        a.fill(1)  # the whole buffer written once, sequentially
+        del a
+        m.close()
+        return {}
+
+    t0 = time.perf_counter()
+    tasks.run_tasks(n, task, p["mode"])
+    return {"thp_memscale.elapsed_seconds": time.perf_counter() - t0}
+
+
+def _check_cpus(p: dict[str, Any]) -> int:
+    n = int(p["threads"]) * (-(-int(p["bytes"]) // HPAGE) * HPAGE if p["mapping"] == "hugetlb" else int(p["bytes"]))
+    allowed = os.sched_getaffinity(0)
+    need = set(range(p["basecpu"], p["basecpu"] + p["threads"]))
+    if not need <= allowed:
+        raise UserError("-p threads", p["threads"],
+                        f"CPUs basecpu..basecpu+threads-1 must exist here (allowed CPUs: {sorted(allowed)})")
+    return n
+
+
+register(NativeWorkload(
+    name="thp_memscale",
+    description="threads each malloc and write their own buffer (SGI thp_memscale); elapsed seconds",
+    params={
+        "threads": ParamInfo(2, "-c: number of threads (or processes)", parse_int(1), "an integer >= 1"),
+        "bytes": ParamInfo(parse_decimal_bytes("64m"), "-b: bytes per thread (k/m/g = 10^3/10^6/10^9)",
+                           parse_decimal_bytes, "a size like 512m, 2g, 4096"),
+        "mode": ParamInfo("threads", "threads share one mm; processes have their own",
+                          parse_choice("threads", "processes"), "threads, processes"),
+        "mapping": ParamInfo("thp", "thp: malloc with THP per --set thp; hugetlb: MAP_HUGETLB",
+                             parse_choice("thp", "hugetlb"), "thp, hugetlb"),
+        "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+    },
+    body=_thp_memscale,
+    footprint=_check_cpus,
+    command=lambda p: (f"{'thp_memscale_hugetlbfs' if p['mapping'] == 'hugetlb' else 'thp_memscale'} "
+                       f"-C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"),
+    hugetlb_pages=lambda p: (-(-int(p["bytes"]) // HPAGE) * int(p["threads"])) if p["mapping"] == "hugetlb" else 0,
+))
