@@ -100,7 +100,7 @@ def test_validate_rows_for_missing_simulations(monkeypatch: pytest.MonkeyPatch) 
     assert [r["case"] for r in rows] == ["anon-w-seq 4K nr_task=1", "bw_unix pairs=1"]
     for r in rows:
         assert r["native"] > 0
-        assert 0 < r["native_cpu_share"] <= 1.2  # rusage and wall clock of the same run
+        assert r["native_cpu_share"] > 0  # rusage over wall clock of the same runs
         assert r["simulated"] is None and r["error_pct"] is None
         assert "not simulated in this build" in r["note"]
 

@@ -96,32 +96,33 @@ def _live_members(pgid: int) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_cli_run_exits_130_and_leaves_no_process(sig: signal.Signals) -> None:
-    cmd = [sys.executable, "-m", "mmsim", "native", "will-it-scale/page_fault1", "-p", "seconds=30",
+    marker = f"{20 + os.getpid() % 1000 / 100:.2f}"  # a run length no other run uses: finds our worker
+    cmd = [sys.executable, "-m", "mmsim", "native", "will-it-scale/page_fault1", "-p", f"seconds={marker}",
            "-p", "nr_task=2"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not _worker_sessions(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)  # wait until the worker runs
-    workers = _worker_sessions(proc.pid)
+    deadline = time.monotonic() + 30
+    while not _workers(marker) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # wait until the worker runs (the signal handlers are installed before it starts)
+    workers = _workers(marker)
     if not workers:
         proc.kill()
         pytest.fail(f"the native worker never started: {proc.communicate()}")
-    time.sleep(0.3)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     for sid in workers:
         assert _live_members(sid) == []
 
 
-def _worker_sessions(parent: int) -> list[int]:
-    """Session ids of the children of ``parent`` (the worker runs in its own session)."""
+def _workers(marker: str) -> list[int]:
+    """Session ids of native workers running with ``seconds=marker`` (each runs in its own session)."""
     out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if b"mmsim.native.worker" not in cmdline.read_bytes() or marker.encode() not in cmdline.read_bytes():
+                continue
+            fields = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == parent:
-            out.append(int(fields[3]))
+        out.append(int(fields[3]))
     return out

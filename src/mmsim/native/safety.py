@@ -131,10 +131,35 @@ class Reaper:
         kill_group(self.proc)
 
 
+GROUP_EXIT_WAIT_S = 10.0  # how long to wait for killed tasks to finish exiting (tearing down large mms)
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group led by ``proc`` (started with start_new_session) and reap it."""
+    """SIGKILL the process group led by ``proc`` (started with start_new_session), reap the
+    leader, and wait until no member of the group is left.
+
+    After a normal run the group is already empty (the worker reaps its tasks),
+    so this returns at once. After an interrupt, tasks the worker forked are
+    orphans we cannot wait for; SIGKILL is asynchronous and a task with a large
+    address space takes a moment to exit, so poll until they are gone.
+    """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    while time.monotonic() < deadline and _group_alive(proc.pid):
+        time.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Some member of process group ``pgid`` is still running (zombies awaiting init do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
