@@ -117,6 +117,7 @@ def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("native")(_abort_on_sigterm(native_cmd))
-    app.command("calibrate")(_abort_on_sigterm(calibrate_cmd))
-    app.command("validate")(_abort_on_sigterm(validate_cmd))
+    panel = "Host kernel (native mode)"
+    app.command("native", rich_help_panel=panel)(_abort_on_sigterm(native_cmd))
+    app.command("calibrate", rich_help_panel=panel)(_abort_on_sigterm(calibrate_cmd))
+    app.command("validate", rich_help_panel=panel)(_abort_on_sigterm(validate_cmd))

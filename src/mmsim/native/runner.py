@@ -103,7 +103,7 @@ def _notes(thp: str | None, host: dict[str, str], warm: bool) -> list[str]:
     return notes
 
 
-def run_native(spec: NativeSpec) -> Any:
+def run_native(spec: NativeSpec) -> dict[str, Any]:
     """Run ``spec`` on the host; a :class:`~mmsim.native.safety.Skip` when it cannot run here."""
     from mmsim.experiments.run import RunResult
 

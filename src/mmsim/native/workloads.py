@@ -315,7 +315,8 @@ def _thp_memscale(p: dict[str, Any], thp: str | None) -> dict[str, float]:
     return {"thp_memscale.elapsed_seconds": time.perf_counter() - t0}
 
 
-def _check_cpus(p: dict[str, Any]) -> int:
+def _thp_memscale_footprint(p: dict[str, Any]) -> int:
+    """Bytes of all buffers; also checks that each thread has its CPU (runon fails otherwise)."""
     n = int(p["threads"]) * (-(-int(p["bytes"]) // HPAGE) * HPAGE if p["mapping"] == "hugetlb" else int(p["bytes"]))
     allowed = os.sched_getaffinity(0)
     need = set(range(p["basecpu"], p["basecpu"] + p["threads"]))
@@ -339,7 +340,7 @@ register(NativeWorkload(
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
     },
     body=_thp_memscale,
-    footprint=_check_cpus,
+    footprint=_thp_memscale_footprint,
     command=lambda p: (f"{'thp_memscale_hugetlbfs' if p['mapping'] == 'hugetlb' else 'thp_memscale'} "
                        f"-C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"),
     hugetlb_pages=lambda p: (-(-int(p["bytes"]) // HPAGE) * int(p["threads"])) if p["mapping"] == "hugetlb" else 0,
