@@ -89,7 +89,7 @@ PAGE_REPORTING_NOTE = (
 )
 
 
-def _notes(thp: str | None, host: dict[str, str], warm: bool) -> list[str]:
+def _notes(thp: str | None, host: dict[str, str], warm: bool, hugetlb: bool) -> list[str]:
     notes = []
     order = host.get("page_reporting.order")
     if order is not None and int(order) <= 9 and not warm:
@@ -97,7 +97,7 @@ def _notes(thp: str | None, host: dict[str, str], warm: bool) -> list[str]:
     enabled = host.get("thp.enabled", "")
     if thp == "always" and enabled in ("", "never"):
         notes.append(f"THP requested but the host's THP is {enabled or 'absent'}: MADV_HUGEPAGE has no effect")
-    if thp is None:
+    if thp is None and not hugetlb:
         notes.append(f"no --set thp: the host's policy ({enabled or 'no THP'}) applies, no madvise")
     notes.append("vmstat deltas are system-wide: other processes on the host add to them")
     return notes
@@ -117,10 +117,11 @@ def run_native(spec: NativeSpec) -> dict[str, Any]:
     with safety.terminate_as_exception():
         if pages:
             with safety.HugetlbPool(pages):
+                host = _host_settings()  # the pool as the run sees it, before it is restored
                 out, perf = _run_worker(job)
         else:
+            host = _host_settings()
             out, perf = _run_worker(job)
-    host = _host_settings()
     wall = out["wall_seconds"]
     # perf counts the whole worker process tree, interpreter start-up included; so does its elapsed time
     perf = {**perf, "seconds-time-elapsed": out["process_seconds"]} if perf else {}
@@ -132,7 +133,7 @@ def run_native(spec: NativeSpec) -> dict[str, Any]:
         policies={"thp": thp or "host default"}, command=w.command(params), mode="native",
     )
     d: dict[str, Any] = res.to_dict()
-    d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=_notes(thp, host, spec.warm))
+    d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=_notes(thp, host, spec.warm, pages > 0))
     return d
 
 
