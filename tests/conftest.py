@@ -48,6 +48,7 @@ def build_tiny() -> Machine:
             ctx_switch_ns=2000.0,
             wakeup_ns=5000.0,
             page_fault_ns=1000.0,
+            smt_thread_speed=0.5,
         ),
     )
 

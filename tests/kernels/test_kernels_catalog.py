@@ -19,6 +19,8 @@ V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "huge_clear_order": "sequential",
+    "huge_copy_order": "sequential",
 }
 
 
@@ -46,7 +48,11 @@ def test_later_releases_accumulate_patches() -> None:
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
         "rwsem_spin_on_owner": "on", "spinlock": "queued",
     }
-    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v5.6", "v5.7", "v6.6", "v6.7"}
+    assert resolve("v4.14").policies == {**k.policies, "huge_clear_order": "target-last"}
+    assert resolve("v4.14").patches[-1] == "c79b57e462b5"
+    assert resolve("v4.18").policies["huge_copy_order"] == "target-last"
+    assert resolve("v4.17").policies["huge_copy_order"] == "sequential"
+    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.6", "v5.7", "v6.6", "v6.7"}
 
 
 def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:

@@ -102,7 +102,7 @@ class Experiment:
 
 
 # One module per experiment under mmsim.experiments; each calls register().
-_MODULES = ("exp_split_pmd",)
+_MODULES = ("exp_split_pmd", "exp_clear_order")
 
 EXPERIMENTS: dict[str, Experiment] = {}
 

@@ -102,6 +102,7 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         "instructions": perf_t[PerfEvent.INSTRUCTIONS],
         "cache-references": perf_t[PerfEvent.CACHE_REFERENCES],
         "cache-misses": perf_t[PerfEvent.CACHE_MISSES],
+        "ipc": round(perf_t[PerfEvent.INSTRUCTIONS] / cycles, 4) if cycles else 0.0,
         "seconds-time-elapsed": elapsed_ns / 1e9,
     }
     prof = c.profile_total()

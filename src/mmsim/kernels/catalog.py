@@ -52,6 +52,11 @@ POLICIES: dict[str, Policy] = {
         Policy("nr_ptes_atomic", ("off", "on"),
                "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL"),
         Policy("stat_interval_ms", (), "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms)"),
+        Policy("huge_clear_order", ("sequential", "target-last"),
+               "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
+               "(c79b57e462b5, v4.14)"),
+        Policy("huge_copy_order", ("sequential", "target-last"),
+               "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
     )
 }
 
@@ -85,6 +90,10 @@ PATCHES: dict[str, Patch] = {
               {"rwsem_spin_on_owner": "on"}, "v3.16"),
         Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
               {"spinlock": "queued"}, "v4.2"),
+        Patch("c79b57e462b5", "mm: hugetlb: clear target sub-page last when clearing huge page",
+              {"huge_clear_order": "target-last"}, "v4.14"),
+        Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
+              {"huge_copy_order": "target-last"}, "v4.18"),
     )
 }
 
@@ -97,6 +106,8 @@ _V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "huge_clear_order": "sequential",
+    "huge_copy_order": "sequential",
 }
 
 
@@ -124,6 +135,8 @@ KERNELS: dict[str, Kernel] = {
         _release("v3.13", "v3.13"),
         _release("v4.13", "v4.13"),
         _release("v4.14", "v4.14"),
+        _release("v4.17", "v4.17"),
+        _release("v4.18", "v4.18"),
         _release("v5.6", "v5.6"),
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmsim.machine import yamlio
-from mmsim.machine.model import CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
+from mmsim.machine.model import SMT_SOURCE, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 
 NATIVE = "native measurement: "
 EST = "estimate: "
@@ -346,6 +346,6 @@ def _host_cost(ghz: float) -> CostModel:
             "line_xfer_smt_ns": p.RULE_SMT, "line_xfer_socket_ns": p.RULE_SOCKET,
             "line_xfer_remote_ns": p.RULE_REMOTE + " (50 ns hop)", "core_clear_gbs": p.RULE_CLEAR,
             "ctx_switch_ns": p.RULE_CTX, "wakeup_ns": p.RULE_WAKE + " (10 us C1E)",
-            "page_fault_ns": p.RULE_FAULT,
+            "page_fault_ns": p.RULE_FAULT, "smt_thread_speed": "estimate: " + SMT_SOURCE,
         }.items()},
     )

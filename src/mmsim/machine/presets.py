@@ -37,7 +37,7 @@ from pathlib import Path
 from mmsim.errors import UserError
 from mmsim.machine import host as _host
 from mmsim.machine import yamlio
-from mmsim.machine.model import CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
+from mmsim.machine.model import SMT_SOURCE, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 
 # --- public sources (printed by `mmsim machine show`) -----------------------
 MOLKA_HSW = (
@@ -173,6 +173,7 @@ def rule_cost(
             "ctx_switch_ns": RULE_CTX,
             "wakeup_ns": RULE_WAKE,
             "page_fault_ns": RULE_FAULT,
+            "smt_thread_speed": SMT_SOURCE,
             **sources,
         },
     )
@@ -523,9 +524,10 @@ def tiny() -> Machine:
             ctx_switch_ns=2000.0,
             wakeup_ns=5000.0,
             page_fault_ns=1000.0,
+            smt_thread_speed=0.5,
             sources={f: src for f in (
                 "line_xfer_smt_ns", "line_xfer_socket_ns", "line_xfer_remote_ns", "core_clear_gbs",
-                "ctx_switch_ns", "wakeup_ns", "page_fault_ns",
+                "ctx_switch_ns", "wakeup_ns", "page_fault_ns", "smt_thread_speed",
             )},
         ),
         sources={"all": src},

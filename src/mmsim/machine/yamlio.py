@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from mmsim.errors import UserError
-from mmsim.machine.model import CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
+from mmsim.machine.model import SMT_THREAD_SPEED, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 
 TOP_KEYS_HINT = (
     "a YAML mapping with keys name, description, freq_ghz, sockets, caches, nodes, distances, cost"
@@ -238,7 +238,7 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
     top: dict[str, Check] = {
         "name": c.text, "description": c.text, "freq_ghz": c.pos_num, **lists,
         "distances": lambda v, p: v,  # checked below, once the node count is known
-        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}}),
+        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}, "smt_thread_speed": SMT_THREAD_SPEED}),
         "sources": c.sources,
     }
     t = c.mapping(d, "", top, {"description": "", "sources": {}})

@@ -34,6 +34,16 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "hugetlb_no_page": (600, 600),
     # mm/hugetlb.c dequeue_huge_page_node under hugetlb_lock. estimate
     "dequeue_huge_page_node": (150, 150),
+    # mm/huge_memory.c copy_huge_pmd minus its atomics: two PMD locks (uncontended at fork),
+    # pmdp_set_wrprotect, set_pmd_at, deposit, add_mm_counter. estimate
+    "copy_huge_pmd": (400, 400),
+    # mm/memory.c copy_one_pte for a present anonymous PTE: get_page, page_dup_rmap (uncontended
+    # atomics on a line the forking CPU owns), ptep_set_wrprotect, set_pte_at. estimate
+    "copy_one_pte": (60, 60),
+    # mm/huge_memory.c do_huge_pmd_wp_page under the PMD lock minus its atomics: mk_huge_pmd,
+    # pmdp_huge_clear_flush_notify (local TLB flush, single-threaded mm), page_add_new_anon_rmap,
+    # memcg commit, lru add, set_pmd_at. estimate
+    "do_huge_pmd_wp_page": (1500, 1200),
     # mm/vmstat.c refresh_cpu_vm_stats: fold per-cpu diffs of every zone/node item. estimate
     "refresh_cpu_vm_stats": (4000, 4000),
 }

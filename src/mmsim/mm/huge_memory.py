@@ -1,8 +1,9 @@
 """Transparent huge page faults (mm/huge_memory.c).
 
-``do_huge_pmd_anonymous_page`` (v3.12/v3.13): allocate an order-9 page
+``do_huge_pmd_anonymous_page`` (v3.12 .. v4.18): allocate an order-9 page
 (``alloc_hugepage_vma``), clear it outside any lock (``clear_huge_page``:
-512 × ``clear_page`` with ``cond_resched()`` between sub-pages), allocate
+512 × ``clear_page`` with ``cond_resched()`` between sub-pages, in the
+order of policy ``huge_clear_order``), allocate
 the PTE table to deposit (``pte_alloc_one``), then under the PMD lock
 (``mm->page_table_lock``, or the split PMD lock after e009bb30c8df):
 ``set_pmd_at``, ``page_add_new_anon_rmap``,
@@ -19,6 +20,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.metrics.events import VmEvent
+from mmsim.mm import memory as _mem  # circular: memory.handle_mm_fault calls in here
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
@@ -26,6 +28,8 @@ from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
 HPAGE_PMD_SIZE = 2 << 20
 HPAGE_PMD_ORDER = 9
 THP_FAULT_ALLOC = int(VmEvent.THP_FAULT_ALLOC)
+COW_FAULT = int(VmEvent.COW_FAULT)
+
 
 
 def thp_applies(system: Any, vma: Vma, addr: int) -> bool:
@@ -37,15 +41,32 @@ def thp_applies(system: Any, vma: Vma, addr: int) -> bool:
     return haddr >= vma.start and haddr + HPAGE_PMD_SIZE <= vma.end
 
 
-def do_huge_pmd_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, bool]:
+def do_huge_pmd_anonymous_page(
+    task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool = True
+) -> Generator[Any, Any, bool]:
+    """For a read fault with ``use_zero_page`` (the default), map the huge
+    zero page under the PMD lock (``set_huge_zero_page``, v4.13); else the
+    allocate / ``clear_huge_page`` / map sequence described above."""
     s = mm.system
     c = s.counters
     cpu = task.cpu
-    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
-    yield from _clear_huge_page(task, s, node)
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
     slot = addr >> PMD_SHIFT
     pt = mm.pgtables
+    if not write:
+        lk = pt.pmd_lockptr(slot)
+        yield lk.acquire(task)
+        if slot in pt.pmd:
+            lk.release(task)
+            return False
+        ns, ins = path("__do_huge_pmd_anonymous_page", s.machine.freq_ghz)
+        yield c.busy(cpu, "set_huge_zero_page", ns, ins)
+        pt.pmd[slot] = PMD_HUGE
+        pt.zero_huge.add(slot)
+        lk.release(task)
+        return True
+    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
+    yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
     lk = pt.pmd_lockptr(slot)
     yield lk.acquire(task)
     if slot in pt.pmd:  # raced: someone mapped it (pmd_none() false under the lock)
@@ -56,6 +77,7 @@ def do_huge_pmd_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int) ->
     line = pt.pmd_huge_pte_line(slot)
     yield c.busy(cpu, "pgtable_trans_huge_deposit", line.rmw(cpu, s.engine.now))
     pt.pmd[slot] = PMD_HUGE
+    pt.huge_node[slot] = node
     yield mm.rss_stat.add(task, "add_mm_counter")
     if mm.nr_ptes is not None:
         yield mm.nr_ptes.add(task, "do_huge_pmd_anonymous_page")
@@ -64,11 +86,59 @@ def do_huge_pmd_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int) ->
     return True
 
 
-def _clear_huge_page(task: Task, s: Any, node: int) -> Generator[Any, Any, None]:
-    """mm/memory.c ``clear_huge_page``: 512 sub-page clears in one stream; the
-    per-sub-page ``cond_resched()`` is honoured once after the stream."""
-    from mmsim.mm.memory import stream_write
-
-    yield stream_write(task, s, node, HPAGE_PMD_SIZE, "clear_page_erms")
-    if s.sched.cpus[task.cpu].need_resched:
-        yield from s.sched.cond_resched(task)
+def do_huge_pmd_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, str]:
+    """mm/huge_memory.c ``do_huge_pmd_wp_page`` (v4.13): a write to a
+    write-protected huge PMD. The huge zero page is replaced by a new
+    cleared page. A page inherited over fork and still mapped elsewhere
+    (``page_trans_huge_mapcount() > 1``) is copied into a new huge page with
+    ``copy_user_huge_page`` outside the lock; then, under the PMD lock, the
+    new page is mapped and the old one loses a mapping
+    (``page_remove_rmap``: an atomic on ``compound_mapcount``) and its
+    references (``put_page``: atomics on ``_refcount``) — struct page lines
+    every child of the same parent hits. A page mapped once is reused."""
+    s = mm.system
+    c = s.counters
+    cpu = task.cpu
+    slot = addr >> PMD_SHIFT
+    pt = mm.pgtables
+    lk = pt.pmd_lockptr(slot)
+    zero = slot in pt.zero_huge
+    old = None if zero else (pt.shared.get(slot) or ("H", id(mm), slot))
+    if old is not None:
+        yield lk.acquire(task)
+        head, mapcount = s.page_line(old), s.page_line((old, "compound_mapcount"))
+        yield c.busy(cpu, "page_trans_huge_mapcount", mapcount.rmw(cpu, s.engine.now))
+        if s.page_mapcount.get(old, 1) <= 1:  # reuse: only this mapping left
+            pt.wp_huge.discard(slot)
+            pt.shared.pop(slot, None)
+            lk.release(task)
+            return "thp-reuse"
+        yield c.busy(cpu, "get_page", head.rmw(cpu, s.engine.now))
+        lk.release(task)
+    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
+    new = ("H", id(mm), slot)
+    if zero:
+        yield from _mem.clear_huge_page(task, s, node, new, addr)
+    else:
+        # v4.13 passes haddr; c9f4cd713835 (v4.18) passes vmf->address. For a
+        # sequential writer both are the first sub-page.
+        hint = addr if s.policy("huge_copy_order") == "target-last" else addr & ~(HPAGE_PMD_SIZE - 1)
+        yield from _mem.copy_user_huge_page(task, s, node, new, old, hint)
+    yield lk.acquire(task)
+    ns, ins = path("do_huge_pmd_wp_page", s.machine.freq_ghz)
+    yield c.busy(cpu, "do_huge_pmd_wp_page", ns, ins)
+    if old is not None:
+        now = s.engine.now
+        yield c.busy(cpu, "page_remove_rmap", s.page_line((old, "compound_mapcount")).rmw(cpu, now))
+        yield c.busy(cpu, "put_page", 2 * s.page_line(old).rmw(cpu, s.engine.now))
+        s.page_mapcount[old] = s.page_mapcount.get(old, 1) - 1
+    else:
+        yield mm.rss_stat.add(task, "add_mm_counter")
+    pt.zero_huge.discard(slot)
+    pt.wp_huge.discard(slot)
+    pt.shared.pop(slot, None)
+    pt.huge_node[slot] = node
+    lk.release(task)
+    c.vm[cpu][THP_FAULT_ALLOC] += 1
+    c.vm[cpu][COW_FAULT] += 1
+    return "thp-cow"

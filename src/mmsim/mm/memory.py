@@ -11,8 +11,11 @@ is CPU time (int ns) or a wait (PARK), charged to the named kernel function.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import functools
+from collections.abc import Generator, Hashable
 from typing import Any
+
+import numpy as np
 
 from mmsim.engine.core import PARK, Task
 from mmsim.metrics.counters import PAGE_FAULTS
@@ -23,14 +26,17 @@ from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT
 
 PGFAULT = int(VmEvent.PGFAULT)
+COW_FAULT = int(VmEvent.COW_FAULT)
 PAGE_SHIFT = 12
+SUBPAGE = 1 << PAGE_SHIFT
+HPAGE_NR = 512
+HPAGE_SIZE = HPAGE_NR * SUBPAGE
 
 
 def stream_write(task: Task, system: Any, node: int, nbytes: int, func: str, delay: int = 0) -> int:
-    """A write stream over ``nbytes`` (``clear_page_erms``, user stores) starting
-    ``delay`` ns from now, sharing the node's bandwidth; charges and returns its ns.
-    Instructions: one 64-byte store per line (``rep stosb`` retires far fewer;
-    this is an upper bound used only for IPC)."""
+    """A write stream over ``nbytes`` that no later access re-reads (page-table
+    pages), starting ``delay`` ns from now and sharing the node's bandwidth;
+    charges and returns its ns. Instructions: one per 64-byte line."""
     d = system.bandwidth.write_ns(node, nbytes, system.machine.cost.core_clear_gbs, system.engine.now + delay)
     ns: int = system.counters.busy(task.cpu, func, d, nbytes // 64)
     return ns
@@ -39,6 +45,183 @@ def stream_write(task: Task, system: Any, node: int, nbytes: int, func: str, del
 def clear_user_pages(task: Task, system: Any, node: int, nbytes: int, func: str) -> Generator[Any, Any, None]:
     """``clear_page_erms`` over ``nbytes``, as one bandwidth-shared stream."""
     yield stream_write(task, system, node, nbytes, func)
+
+
+# -- huge page sub-page order (clear_huge_page / copy_user_huge_page) ---------
+
+ORDER_POLICIES = ("sequential", "target-last")
+
+
+@functools.lru_cache(maxsize=2048)
+def huge_page_order(policy: str, target: int, n: int = HPAGE_NR) -> np.ndarray:
+    """The order in which the kernel processes the ``n`` sub-pages of a huge
+    page when the faulting sub-page is ``target``.
+
+    ``sequential``: ``clear_huge_page`` / ``copy_user_huge_page`` before
+    c79b57e462b5 (v4.14) / c9f4cd713835 (v4.18): ``for (i = 0; i < n; i++)``.
+
+    ``target-last``: ``process_huge_page()`` (mm/memory.c, v4.18; the same
+    loop was inline in ``clear_huge_page`` in v4.14): if the target is in the
+    first half (``2 * t <= n``) process ``n-1 .. 2t`` downwards, else
+    ``0 .. base-1`` upwards with ``base = n - 2 * (n - t)``; then the
+    remaining ``2l`` sub-pages around the target pairwise from the outside
+    in (``base + i`` and ``base + 2l - 1 - i``), so the target comes last.
+    """
+    if policy == "sequential":
+        out = list(range(n))
+    elif policy == "target-last":
+        if not 0 <= target < n:
+            raise ValueError(f"target sub-page {target} outside 0..{n - 1}")
+        out = []
+        if 2 * target <= n:
+            base, ln = 0, target
+            out.extend(range(n - 1, 2 * target - 1, -1))
+        else:
+            base = n - 2 * (n - target)
+            ln = n - target
+            out.extend(range(base))
+        for i in range(ln):
+            out.append(base + i)
+            out.append(base + 2 * ln - 1 - i)
+    else:
+        raise ValueError(f"unknown sub-page order policy {policy!r}; allowed: {', '.join(ORDER_POLICIES)}")
+    a = np.array(out, dtype=np.int64)
+    a.setflags(write=False)
+    return a
+
+
+def clear_huge_page(task: Task, s: Any, node: int, key: Hashable, addr_hint: int) -> Generator[Any, Any, None]:
+    """mm/memory.c ``clear_huge_page(page, addr_hint, HPAGE_PMD_NR)``: 512
+    ``clear_user_highpage`` calls in the order of policy ``huge_clear_order``,
+    one bandwidth-shared stream; each sub-page enters the LLC as it is
+    cleared (so the last ones cleared are the hottest). The per-sub-page
+    ``cond_resched()`` is honoured once after the stream."""
+    order = huge_page_order(s.policy("huge_clear_order"), (addr_hint >> PAGE_SHIFT) & (HPAGE_NR - 1))
+    now = s.engine.now
+    d = s.bandwidth.write_ns(node, HPAGE_SIZE, s.machine.cost.core_clear_gbs, now)
+    s.cache.fill(task.cpu, key, HPAGE_NR, order, d, now)
+    yield s.counters.busy(task.cpu, "clear_page_erms", d, HPAGE_SIZE // 64)
+    if s.sched.cpus[task.cpu].need_resched:
+        yield from s.sched.cond_resched(task)
+
+
+def copy_pages(
+    task: Task, s: Any, node: int, dst: Hashable, src: Hashable, npages: int, order: np.ndarray, func: str
+) -> int:
+    """Copy sub-pages ``order`` of page ``src`` into the new page ``dst``
+    (``copy_user_highpage`` each: ``copy_page``, rep movsq). A source
+    sub-page still in the LLC is read from it; a missed one is read from
+    DRAM; the destination is written (its write-back charged now). Returns
+    the ns charged."""
+    m = s.machine
+    bw = s.bandwidth
+    core = m.cost.core_clear_gbs
+    now = s.engine.now
+    rate = bw.rate(node, core, now)
+    t_core = SUBPAGE / core
+    eq_wb = float(SUBPAGE)
+    eq_rd = bw.equiv_bytes(node, SUBPAGE, 0)
+    t_hit = max(t_core, eq_wb / rate)
+    t_miss = max(t_core, (eq_rd + eq_wb) / rate)
+    nmiss, dur = s.cache.access(task.cpu, src, npages, order, t_hit, t_miss, now, own_insert_per_sub=SUBPAGE)
+    total = int(dur.sum()) + 1
+    s.cache.fill(task.cpu, dst, npages, order, total, now)
+    n = len(order)
+    bw.occupy(node, now, int((nmiss * eq_rd + n * eq_wb) / rate), nmiss * SUBPAGE, n * SUBPAGE)
+    ns: int = s.counters.busy(task.cpu, func, total, n * SUBPAGE // 64)
+    return ns
+
+
+def copy_user_huge_page(
+    task: Task, s: Any, node: int, dst: Hashable, src: Hashable, addr_hint: int
+) -> Generator[Any, Any, None]:
+    """mm/memory.c ``copy_user_huge_page(dst, src, addr_hint, vma, HPAGE_PMD_NR)``
+    in the order of policy ``huge_copy_order`` (target-last since
+    c9f4cd713835, v4.18)."""
+    order = huge_page_order(s.policy("huge_copy_order"), (addr_hint >> PAGE_SHIFT) & (HPAGE_NR - 1))
+    yield copy_pages(task, s, node, dst, src, HPAGE_NR, order, "copy_page")
+    if s.sched.cpus[task.cpu].need_resched:
+        yield from s.sched.cond_resched(task)
+
+
+def user_access(
+    task: Task,
+    s: Any,
+    node: int,
+    key: Hashable,
+    npages: int,
+    first: int,
+    last: int,
+    write: bool,
+    loop: tuple[float, float],
+    func: str,
+    delay: int = 0,
+) -> int:
+    """User code touching sub-pages ``first..last-1`` of page ``key`` in order,
+    every 8-byte word (usemem's ``do_rw_once``), starting ``delay`` ns from
+    now. ``loop`` = (cycles, instructions) per word when the data is cached.
+    A sub-page still in the LLC costs only the loop; a missed one streams
+    from DRAM at the bandwidth share (a write miss reads the line for
+    ownership and later writes it back). Returns the ns charged."""
+    m = s.machine
+    bw = s.bandwidth
+    now = s.engine.now + delay
+    words = SUBPAGE // 8
+    cyc, insns = loop
+    t_hit = words * cyc / (m.freq_ghz * smt_speed(s, task.cpu))
+    wr = SUBPAGE if write else 0
+    eq = bw.equiv_bytes(node, SUBPAGE, wr)
+    rate = bw.rate(node, m.cost.core_clear_gbs, now)
+    t_miss = max(t_hit, eq / rate)
+    idx = _range(first, last)
+    nmiss, dur = s.cache.access(task.cpu, key, npages, idx, t_hit, t_miss, now)
+    if nmiss:
+        bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
+    ns: int = s.counters.busy(task.cpu, func, int(dur.sum()) + 1, int(len(idx) * words * insns))
+    return ns
+
+
+def smt_speed(s: Any, cpu: int) -> float:
+    """Relative speed of core-bound code on ``cpu``: ``smt_thread_speed`` while
+    an SMT sibling is running a task, else 1."""
+    cpus = s.sched.cpus
+    for sib in s.machine.smt_siblings(cpu):
+        if cpus[sib].current is not None:
+            return float(s.machine.cost.smt_thread_speed)
+    return 1.0
+
+
+_RANGES: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _range(first: int, last: int) -> np.ndarray:
+    """A read-only ``np.arange(first, last)``, built once per pair."""
+    a = _RANGES.get((first, last))
+    if a is None:
+        a = np.arange(first, last, dtype=np.int64)
+        a.setflags(write=False)
+        _RANGES[(first, last)] = a
+    return a
+
+
+def page_key(mm: Any, addr: int, huge: bool) -> Hashable:
+    """The LLC key of the page mapped at ``addr`` in ``mm``: the huge or
+    small zero page, a page still COW-shared with the process it was
+    inherited from (its owner's key), or the mm's own page."""
+    pt = mm.pgtables
+    if huge:
+        slot = addr >> PMD_SHIFT
+        if slot in pt.zero_huge:
+            return HUGE_ZERO_PAGE
+        return pt.shared.get(slot) or ("H", id(mm), slot)
+    pfn = addr >> PAGE_SHIFT
+    if pfn in pt.zero_ptes:
+        return ZERO_PAGE
+    return pt.shared.get(("P", pfn)) or ("P", id(mm), pfn)
+
+
+ZERO_PAGE: Hashable = ("P", "zero_page")  # the shared empty_zero_page
+HUGE_ZERO_PAGE: Hashable = ("H", "huge_zero_page")  # mm/huge_memory.c huge_zero_page
 
 
 def __pmd_alloc(task: Task, mm: MmStruct, pud_slot: int) -> Generator[Any, Any, None]:
@@ -71,22 +254,43 @@ def __pte_alloc(task: Task, mm: MmStruct, pmd_slot: int) -> Generator[Any, Any, 
     lk.release(task)
 
 
-def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:
-    """mm/memory.c ``do_anonymous_page``: allocate, clear, map under the PTE lock.
+def clear_user_highpage(task: Task, s: Any, node: int, key: Hashable, delay: int = 0) -> int:
+    """``clear_user_highpage`` of one new 4 KiB page (``clear_page_erms``):
+    a bandwidth-shared stream that leaves the page in the LLC. Returns ns."""
+    now = s.engine.now + delay
+    d = s.bandwidth.write_ns(node, SUBPAGE, s.machine.cost.core_clear_gbs, now)
+    s.cache.fill(task.cpu, key, 1, _range(0, 1), d, now)
+    ns: int = s.counters.busy(task.cpu, "clear_page_erms", d, SUBPAGE // 64)
+    return ns
+
+
+def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool = True) -> Generator[Any, Any, None]:
+    """mm/memory.c ``do_anonymous_page``: for a read, map the shared zero page
+    (``my_zero_pfn``); for a write, allocate, clear, map under the PTE lock.
     RSS uses the per-task cache (SPLIT_RSS_COUNTING), so no shared atomic.
     The PCP fast path and the clear touch no shared state, so they are one
     busy period (one event)."""
     s = mm.system
+    slot = addr >> PMD_SHIFT
+    if not write:
+        lk = mm.pgtables.pte_lockptr(slot)
+        yield lk.acquire(task)
+        ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
+        yield s.counters.busy(task.cpu, "do_anonymous_page", ns, ins)
+        mm.pgtables.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511] = True
+        mm.pgtables.zero_ptes.add(addr >> PAGE_SHIFT)
+        lk.release(task)
+        return
     pa = s.page_alloc
     home = s.machine.cpu_node(task.cpu)
+    key = ("P", id(mm), addr >> PAGE_SHIFT)
     fast = pa.pcp_alloc_fast(task, home)
     if fast is None:
         node = yield from pa.alloc_pages(task, home, 0)
-        yield stream_write(task, s, node, 4096, "clear_page_erms")
+        yield clear_user_highpage(task, s, node, key)
     else:
         node, ns = fast
-        yield ns + stream_write(task, s, node, 4096, "clear_page_erms", ns)
-    slot = addr >> PMD_SHIFT
+        yield ns + clear_user_highpage(task, s, node, key, ns)
     lk = mm.pgtables.pte_lockptr(slot)
     yield lk.acquire(task)
     ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
@@ -99,7 +303,8 @@ def handle_mm_fault(
     task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool = True, pre_ns: int = 0
 ) -> Generator[Any, Any, str]:
     """``__do_page_fault`` + ``handle_mm_fault``. Returns the fault kind taken:
-    ``"thp"``, ``"hugetlb"``, ``"anon"`` or ``"none"`` (already mapped).
+    ``"thp"``, ``"thp-zero"``, ``"thp-cow"``, ``"hugetlb"``, ``"anon"``,
+    ``"zero"``, ``"cow"`` or ``"none"`` (already mapped as needed).
     ``pre_ns``: busy time the caller charged but has not yielded yet (user
     work before the faulting access), folded into the first event."""
     s = mm.system
@@ -124,16 +329,118 @@ def handle_mm_fault(
             yield from __pmd_alloc(task, mm, pud)
         slot = addr >> PMD_SHIFT
         state = pt.pmd.get(slot)
-        if state is None and huge_memory.thp_applies(s, vma, addr):
-            ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr)
+        if state == PMD_HUGE and write and (slot in pt.wp_huge or slot in pt.zero_huge):
+            kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
+            state = pt.pmd.get(slot)
+        elif state is None and huge_memory.thp_applies(s, vma, addr):
+            ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
-                kind = "thp"
+                kind = "thp" if write else "thp-zero"
             state = pt.pmd.get(slot)
         if kind == "none" and state != PMD_HUGE:
             if state is None:
                 yield from __pte_alloc(task, mm, slot)
-            if not pt.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511]:
-                yield from do_anonymous_page(task, mm, vma, addr)
-                kind = "anon"
+            pfn = addr >> PAGE_SHIFT
+            if not pt.pte_bitmap(slot)[pfn & 511]:
+                yield from do_anonymous_page(task, mm, vma, addr, write)
+                kind = "anon" if write else "zero"
+            elif write and (pfn in pt.zero_ptes or pfn in pt.wp_ptes):
+                yield from do_wp_page(task, mm, vma, addr)
+                kind = "cow"
     yield mm.mmap_sem.up_read(task)
     return kind
+
+
+def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:
+    """mm/memory.c ``do_wp_page`` → ``wp_page_copy`` (v4.13): a write to a
+    write-protected PTE shared after fork (or to the zero page): allocate a
+    page, ``cow_user_page`` (copy; or clear for the zero page), then under
+    the PTE lock map it and ``page_remove_rmap`` the old page (an atomic on
+    its ``_mapcount``, a line shared by every process mapping it)."""
+    s = mm.system
+    cpu = task.cpu
+    pt = mm.pgtables
+    pfn = addr >> PAGE_SHIFT
+    home = s.machine.cpu_node(cpu)
+    node = yield from s.page_alloc.alloc_pages(task, home, 0)
+    key = ("P", id(mm), pfn)
+    if pfn in pt.zero_ptes:
+        yield clear_user_highpage(task, s, node, key)
+        old: Hashable = ZERO_PAGE
+    else:
+        old = pt.shared.get(("P", pfn)) or ("P", id(mm), pfn)
+        yield copy_pages(task, s, node, key, old, 1, _range(0, 1), "copy_page")
+    lk = pt.pte_lockptr(addr >> PMD_SHIFT)
+    yield lk.acquire(task)
+    ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
+    yield s.counters.busy(cpu, "wp_page_copy", ns, ins)
+    if old is not ZERO_PAGE:
+        yield s.counters.busy(cpu, "page_remove_rmap", s.page_line(old).rmw(cpu, s.engine.now))
+    pt.zero_ptes.discard(pfn)
+    pt.wp_ptes.discard(pfn)
+    pt.shared.pop(("P", pfn), None)
+    lk.release(task)
+    s.counters.vm[cpu][COW_FAULT] += 1
+
+
+def copy_page_range(task: Task, parent: MmStruct, child: MmStruct, vma: Vma) -> Generator[Any, Any, None]:
+    """kernel/fork.c ``dup_mmap`` → mm/memory.c ``copy_page_range`` for one
+    private anonymous VMA, run by the forking task. Each huge PMD goes
+    through ``copy_huge_pmd`` (v4.13): a deposited PTE table
+    (``pte_alloc_one``), ``get_page`` + ``page_dup_rmap`` (atomics on the
+    head page and ``compound_mapcount``), ``pmdp_set_wrprotect`` on the
+    parent, the same write-protected entry in the child. Each PTE table
+    goes through ``copy_pte_range``: per present PTE ``get_page`` +
+    ``page_dup_rmap`` and write protection (one busy period per table).
+    Pages are then COW-shared: ``mm.pgtables.shared`` maps the child's
+    slot to the parent's page."""
+    s = parent.system
+    c = s.counters
+    cpu = task.cpu
+    pp, cp = parent.pgtables, child.pgtables
+    first, last = vma.start >> PMD_SHIFT, (vma.end - 1) >> PMD_SHIFT
+    ns_huge, ins_huge = path("copy_huge_pmd", s.machine.freq_ghz)
+    ns_pte, ins_pte = path("copy_one_pte", s.machine.freq_ghz)
+    for slot in range(first, last + 1):
+        state = pp.pmd.get(slot)
+        if state is None:
+            continue
+        pud = slot >> (PUD_SHIFT - PMD_SHIFT)
+        if pud not in cp.pud_present:
+            cp.pud_present.add(pud)
+            cp.nr_pmd_tables += 1
+        if state == PMD_HUGE:
+            yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
+            if slot in pp.zero_huge:
+                cp.zero_huge.add(slot)
+            else:
+                key = pp.shared.get(slot) or ("H", id(parent), slot)
+                now = s.engine.now
+                d = s.page_line(key).rmw(cpu, now) + s.page_line((key, "compound_mapcount")).rmw(cpu, now)
+                yield c.busy(cpu, "copy_huge_pmd", ns_huge + d, ins_huge)
+                s.page_mapcount[key] = s.page_mapcount.get(key, 1) + 1
+                pp.wp_huge.add(slot)
+                pp.shared[slot] = key
+                cp.wp_huge.add(slot)
+                cp.shared[slot] = key
+                cp.huge_node[slot] = pp.huge_node.get(slot, 0)
+            cp.pmd[slot] = PMD_HUGE
+        else:
+            bits = pp.ptes.get(slot)
+            n = int(bits.sum()) if bits is not None else 0
+            yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # the child's PTE table
+            cp.pmd[slot] = PMD_TABLE
+            cp.nr_pte_tables += 1
+            if bits is not None:
+                cp.ptes[slot] = bits.copy()
+                for i in np.flatnonzero(bits):
+                    pfn = (slot << 9) + int(i)
+                    if pfn in pp.zero_ptes:
+                        cp.zero_ptes.add(pfn)
+                    else:
+                        key = pp.shared.get(("P", pfn)) or ("P", id(parent), pfn)
+                        pp.wp_ptes.add(pfn)
+                        pp.shared[("P", pfn)] = key
+                        cp.wp_ptes.add(pfn)
+                        cp.shared[("P", pfn)] = key
+            yield c.busy(cpu, "copy_pte_range", n * ns_pte + 1, n * ins_pte)

@@ -52,6 +52,13 @@ class PageTables:
         self._huge_pte_lines: dict[int, CacheLine] = {}
         self.nr_pte_tables = 0
         self.nr_pmd_tables = 0
+        # Mapping state beyond present/absent, as sets of slots / page numbers:
+        self.zero_huge: set[int] = set()  # PMD maps the huge zero page (read fault, use_zero_page=1)
+        self.wp_huge: set[int] = set()  # huge PMD write-protected after fork (COW pending)
+        self.zero_ptes: set[int] = set()  # PTE maps the zero page
+        self.wp_ptes: set[int] = set()  # PTE write-protected after fork
+        self.shared: dict[Any, Any] = {}  # slot or ("P", pfn) -> LLC key of the inherited page
+        self.huge_node: dict[int, int] = {}  # PMD slot -> NUMA node of its huge page
 
     def pmd_lockptr(self, pmd_slot: int) -> Spinlock:
         if not self.pmd_split:

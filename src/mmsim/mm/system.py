@@ -4,15 +4,16 @@ bandwidth, page allocator, hugetlb pool, policies)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
 from mmsim.kernels.catalog import ResolvedKernel
-from mmsim.locks.base import LockContext
+from mmsim.locks.base import CacheLine, LockContext
 from mmsim.locks.spinlock import SpinlockKind
 from mmsim.machine.bandwidth import MemoryBandwidth
+from mmsim.machine.llc import CacheModel
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters
 from mmsim.mm.costs import path
@@ -31,6 +32,10 @@ class System:
         self.locks = LockContext(self.engine, machine, self.counters, self.sched)
         self.spin_kind = SpinlockKind(kernel.get("spinlock"))
         self.bandwidth = MemoryBandwidth(machine)
+        self.cache = CacheModel(machine, self.counters)
+        # struct page lines of pages shared between processes (refcount / mapcount atomics)
+        self._page_lines: dict[Hashable, CacheLine] = {}
+        self.page_mapcount: dict[Hashable, int] = {}
         self.page_alloc = PageAllocator(self)
         self.hugetlb = HugetlbPool(self, 0)
         self.elapsed_ns = -1  # set by the workload when the benchmark ends; else engine.now
@@ -41,6 +46,13 @@ class System:
 
     def flag(self, name: str) -> bool:
         return self.kernel.flag(name)
+
+    def page_line(self, key: Hashable) -> CacheLine:
+        """The cache line of a shared page's struct page field named by ``key``."""
+        ln = self._page_lines.get(key)
+        if ln is None:
+            ln = self._page_lines[key] = CacheLine(self.machine, 0)
+        return ln
 
     def set_hugetlb_pool(self, nr_hugepages: int) -> None:
         self.hugetlb = HugetlbPool(self, nr_hugepages)

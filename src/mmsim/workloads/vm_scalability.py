@@ -1,0 +1,367 @@
+"""vm-scalability's anonymous-memory cases, driving ``usemem``.
+
+The case scripts (vm-scalability ``case-anon-*``) source ``hw_vars`` (``mem``
+= MemTotal in bytes) and run:
+
+* ``anon-w-seq``:  ``usemem -n $nr_task $((mem / nr_task / 2))``
+* ``anon-w-rand``: ``usemem -n $nr_task --random $((mem / nr_task / 2))``
+* ``anon-r-seq``:  ``usemem -n $nr_task --readonly $size`` (the case sizes it
+  from ``PTE_LIMIT``, which the stored ``hw_vars`` does not define; mmsim
+  uses the same ``mem / nr_task / 2`` as the write cases, overridable)
+* ``anon-cow-seq``: ``usemem -n $nr_task --prealloc --prefault $((mem / nr_task / 2))``
+
+``usemem`` (usemem.c): ``main`` takes ``start_time``, then with ``--prealloc``
+``mmap``s the region (``/dev/zero`` MAP_PRIVATE, i.e. anonymous; with
+``--prefault`` MAP_POPULATE write-faults every page in the parent) and sets
+``done_bytes = bytes / 8``; it forks ``nr_task`` children which signal
+ready and wait for "GO" on a pipe (``ready()``/``synchronize_tasks()``).
+Each child then runs ``do_units``: without prealloc it ``mmap``s its own
+region (``rw_bytes = bytes / 8``), and ``do_rw_once`` writes (or reads)
+every 8-byte word in order (``--random``: ``bytes / 8`` words at random
+indices), checking ``runtime_exceeded()`` every 64 Ki words. It prints
+``unit_bytes / delta_us`` in KB/s, where ``delta_us`` runs from the
+parent's ``start_time``. vm-scalability.throughput is the sum over tasks.
+
+Tasks are placed as the scheduler's fork balancing does
+(``select_task_rq_fair`` → ``find_idlest_group`` with SD_BALANCE_FORK): the
+least loaded socket first, idle cores before SMT siblings.
+
+The user loop cost per word (``USEMEM_LOOP``) is an estimate from
+``do_rw_once``'s body compiled with ``-O``: about 25 instructions (the
+``opt_randomise``, verify, ``opt_delay``, runtime and ``rw_limit`` tests,
+the ``do_access`` call, counters) in about 7 cycles when the line is cached
+(one store per cycle; a 4-wide core). Misses cost what the memory model
+says (machine/bandwidth.py, machine/llc.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+
+from mmsim.engine.core import Task
+from mmsim.errors import UserError
+from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.mm import memory
+from mmsim.mm.costs import path
+from mmsim.mm.mmap import MmStruct, Vma
+from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
+from mmsim.workloads.base import ParamInfo, parse_int, register
+
+# estimate: (cycles, instructions) per 8-byte word of usemem's do_rw_once with the line cached
+USEMEM_LOOP = (7.0, 25.0)
+# usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
+RUNTIME_CHECK_WORDS = 0x10000
+# estimate: L1D fill buffers (Optimization Reference Manual: 10 on Nehalem..Haswell) bound the
+# random-access misses one core keeps in flight
+RANDOM_MLP = 10
+HPAGE = 2 << 20
+PAGE = 4096
+
+
+def memparse(v: str) -> int:
+    """usemem's ``memparse``: a number with optional k/m/g/t (powers of 1024)."""
+    s = str(v).strip().lower()
+    shift = {"k": 10, "m": 20, "g": 30, "t": 40}.get(s[-1:], 0)
+    num = s[:-1] if shift else s
+    if not num.isdigit() or int(num) == 0:
+        raise ValueError
+    return int(num) << shift
+
+
+def parse_size(v: str) -> int:
+    """``auto`` (0: the case script's ``mem / 2`` in total) or a usemem size."""
+    return 0 if str(v).strip() == "auto" else memparse(v)
+
+
+def parse_nr_task(v: str) -> str:
+    """An integer >= 1, or a percentage of the machine's CPUs (LKP's ``nr_task: 50%``)."""
+    s = str(v).strip()
+    if s.endswith("%"):
+        if not s[:-1].isdigit() or not 0 < int(s[:-1]) <= 1000:
+            raise ValueError
+        return s
+    if not s.isdigit() or int(s) < 1:
+        raise ValueError
+    return s
+
+
+def resolve_nr_task(v: str, ncpus: int) -> int:
+    if v.endswith("%"):
+        return max(1, ncpus * int(v[:-1]) // 100)
+    return int(v)
+
+
+def fork_cpus(machine: Any, n: int) -> list[int]:
+    """CPUs for ``n`` forked tasks as fork balancing spreads them: round robin
+    over sockets, within a socket each core's first thread before any
+    sibling; beyond one task per CPU, wrap around."""
+    ncores = machine.ncores
+    tpc = machine.sockets[0].threads_per_core
+    per_socket = machine.sockets[0].cores
+    order_by_socket: list[list[int]] = [[] for _ in machine.sockets]
+    for t in range(tpc):
+        for core in range(ncores):
+            order_by_socket[core // per_socket].append(t * ncores + core)
+    seq = [cpus[i] for i in range(len(order_by_socket[0])) for cpus in order_by_socket]
+    return [seq[i % len(seq)] for i in range(n)]
+
+
+class UsememCase:
+    """One ``case-anon-*`` script: usemem with that case's options."""
+
+    def __init__(self, case: str, desc: str, *, random: bool = False, readonly: bool = False,
+                 cow: bool = False) -> None:
+        self.name = f"vm-scalability/{case}"
+        self.case = case
+        self.description = desc
+        self.random = random
+        self.readonly = readonly
+        self.cow = cow
+        self.params = {
+            "nr_task": ParamInfo("100%", "-n: number of usemem processes, or a percentage of the CPUs",
+                                 parse_nr_task, "an integer >= 1 or a percentage like 50%"),
+            "size": ParamInfo(0, "total bytes over all tasks (usemem gets size / nr_task each); auto = MemTotal / 2 "
+                              "as the case script computes", parse_size,
+                              "auto or a size like 64g, 512m (k/m/g/t = 2^10..)"),
+            "runtime": ParamInfo(300, "-T: seconds before usemem stops early (LKP's runtime)", parse_int(1),
+                                 "an integer >= 1"),
+        }
+
+    # -- set-up --------------------------------------------------------------
+    def _sizes(self, system: Any, p: dict[str, Any]) -> tuple[int, int]:
+        m = system.machine
+        nr = resolve_nr_task(p["nr_task"], m.ncpus)
+        mem = int(sum(n.memory_gib for n in m.nodes) * (1 << 30))
+        total = p["size"] or mem // 2
+        per = total // nr
+        if per < PAGE:
+            raise UserError("-p size", p["size"] or "auto", f"at least {nr * PAGE} bytes for {nr} tasks")
+        footprint = per * (nr + 1 if self.cow else nr)
+        if footprint > mem:
+            raise UserError("-p size", p["size"], f"a total that fits in {m.name}'s {mem >> 30} GiB "
+                            f"({'nr_task + 1 copies for COW' if self.cow else 'all tasks'})")
+        return nr, per
+
+    def command(self, p: dict[str, Any]) -> str:
+        opts = " --random" if self.random else " --readonly" if self.readonly else ""
+        opts += " --prealloc --prefault" if self.cow else ""
+        nr = p["nr_task"]
+        per = "$((mem / nr_task / 2))" if not p["size"] else (
+            str(p["size"] // int(nr)) if nr.isdigit() else f"$(({p['size']} / nr_task))")
+        return f"usemem -n {nr} -T {p['runtime']}{opts} {per}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        nr, per = self._sizes(system, p)
+        cpus = fork_cpus(system.machine, nr)
+        main = Task(0, "usemem", cpu=cpus[0])
+        main.mm = MmStruct(system, home_cpu=cpus[0])
+        st: dict[str, Any] = {"nr": nr, "per": per, "cpus": cpus, "ready": 0, "done": 0, "tput": [],
+                              "children": [], "unit_bytes": []}
+        system.workload_state = st
+        system.sched.spawn(main, self._main(system, main, p))
+        system.start_vmstat_timer(lambda: main.state == "done")
+
+    def _main(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
+        st = system.workload_state
+        c = system.counters
+        st["start"] = system.engine.now  # gettimeofday(&start_time) in main()
+        pre_vma = None
+        done_bytes = 0
+        if self.cow:
+            pre_vma = yield from main.mm.do_mmap(main, st["per"])
+            yield from self._populate(system, main, pre_vma)
+            done_bytes = st["per"] // 8
+        for i in range(st["nr"]):
+            ns, ins = path("copy_process", system.machine.freq_ghz)
+            yield c.busy(main.cpu, "copy_process", ns, ins)
+            mm = MmStruct(system, home_cpu=st["cpus"][i])
+            if pre_vma is not None:
+                mm.vmas.append(Vma(pre_vma.start, pre_vma.end))
+                mm.free_top = main.mm.free_top
+                yield from memory.copy_page_range(main, main.mm, mm, pre_vma)
+            t = Task(i + 1, f"usemem/{i}", cpu=st["cpus"][i], mm=mm)
+            st["children"].append(t)
+            system.sched.spawn(t, self._child(system, t, p, pre_vma, done_bytes))
+        # synchronize_tasks(): read one byte per child, then write "GO".
+        while st["ready"] < st["nr"]:
+            st["parent_waiting"] = main
+            yield system.sched.sleep(main)
+        st.pop("parent_waiting", None)
+        for t in st["children"]:
+            system.sched.wake_up(t)
+        while st["done"] < st["nr"]:
+            st["joiner"] = main
+            yield system.sched.sleep(main)
+        system.elapsed_ns = system.engine.now
+
+    def _populate(self, system: Any, t: Task, vma: Vma) -> Generator[Any, Any, None]:
+        """MAP_POPULATE: ``__mm_populate`` write-faults every page (FOLL_WRITE
+        for a private writable mapping) in the parent."""
+        pt = t.mm.pgtables
+        addr = vma.start
+        while addr < vma.end:
+            yield from memory.handle_mm_fault(t, t.mm, vma, addr, write=True)
+            addr = ((addr >> PMD_SHIFT) + 1) << PMD_SHIFT if pt.pmd.get(addr >> PMD_SHIFT) == PMD_HUGE else addr + PAGE
+
+    def _child(
+        self, system: Any, t: Task, p: dict[str, Any], pre_vma: Vma | None, done_bytes: int
+    ) -> Generator[Any, Any, None]:
+        st = system.workload_state
+        per = st["per"]
+        if pre_vma is None:
+            vma = yield from t.mm.do_mmap(t, per)
+            rw_bytes = per // 8
+        else:
+            vma, rw_bytes = pre_vma, 0
+        # ready(): write to the pipe, poll for GO.
+        st["ready"] += 1
+        if st["ready"] == st["nr"] and "parent_waiting" in st:
+            system.sched.wake_up(st["parent_waiting"])
+        yield system.sched.sleep(t)
+        deadline = st["start"] + p["runtime"] * 1_000_000_000
+        if self.random:
+            rw_bytes += yield from self._rw_random(system, t, vma, per, deadline)
+        else:
+            rw_bytes += yield from self._rw_seq(system, t, vma, vma.start, vma.start + per, deadline)
+        unit_bytes = done_bytes + rw_bytes
+        delta_us = max(1, (system.engine.now - st["start"]) // 1000)
+        st["tput"].append(((unit_bytes * 1_000_000) >> 10) / delta_us)
+        st["unit_bytes"].append(unit_bytes)
+        st["done"] += 1
+        if st["done"] == st["nr"] and "joiner" in st:
+            system.sched.wake_up(st["joiner"])
+
+    def _rw_seq(
+        self, system: Any, t: Task, vma: Vma, start: int, end: int, deadline: int
+    ) -> Generator[Any, Any, int]:
+        """``do_rw_once`` in order: a fault where the page is not mapped as
+        needed, then the user loop over the page through the LLC model."""
+        write = not self.readonly
+        pt = t.mm.pgtables
+        home = system.machine.cpu_node(t.cpu)
+        func = "usemem [user]"
+        addr = start
+        pending = 0
+        done = 0
+        while addr < end:
+            slot = addr >> PMD_SHIFT
+            state = pt.pmd.get(slot)
+            huge = state == PMD_HUGE
+            if huge:
+                mapped = not write or not (slot in pt.wp_huge or slot in pt.zero_huge)
+            elif state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]:
+                pfn = addr >> 12
+                mapped = not write or not (pfn in pt.zero_ptes or pfn in pt.wp_ptes)
+            else:
+                mapped = False
+            if not mapped:
+                yield from memory.handle_mm_fault(t, t.mm, vma, addr, write=write, pre_ns=pending)
+                pending = 0
+                huge = pt.pmd.get(slot) == PMD_HUGE
+            if huge:
+                nxt = min((slot + 1) << PMD_SHIFT, end)
+                first, last = (addr >> 12) & 511, ((nxt - 1) >> 12 & 511) + 1
+                key = memory.page_key(t.mm, addr, True)
+                node = pt.huge_node.get(slot, home)
+                pending += memory.user_access(t, system, node, key, 512, first, last, write, USEMEM_LOOP, func,
+                                              pending)
+            else:
+                nxt = min(addr + PAGE, end)
+                key = memory.page_key(t.mm, addr, False)
+                pending += memory.user_access(t, system, home, key, 1, 0, 1, write, USEMEM_LOOP, func, pending)
+            done += nxt - addr
+            addr = nxt
+            if system.engine.now + pending > deadline:
+                break
+        if pending:
+            yield pending
+        return done
+
+    def _rw_random(
+        self, system: Any, t: Task, vma: Vma, per: int, deadline: int
+    ) -> Generator[Any, Any, int]:
+        """``do_rw_once --random``: ``per / 8`` writes at uniformly random word
+        indices, in batches of the runtime-check interval. The first access to
+        each page faults (in the order the draws reach it); the rest are
+        charged in bulk. A random line is in the LLC with probability
+        (this task's share of the LLC) / (its region), else it is a miss
+        that takes a bandwidth share or, when bandwidth is not the limit,
+        the memory latency over the misses one core keeps in flight."""
+        m = system.machine
+        rng = system.engine.rng.stream(f"usemem/{t.tid}")
+        pt = t.mm.pgtables
+        words = per // 8
+        cache = system.cache.of_cpu(t.cpu)
+        sharing = sum(1 for c in system.workload_state["cpus"] if system.cache.of_cpu(c) is cache)
+        p_hit = min(1.0, cache.capacity / sharing / per)
+        home = m.cpu_node(t.cpu)
+        lat = m.nodes[home].latency_ns
+        cyc, insns = USEMEM_LOOP
+        t_hit = cyc / (m.freq_ghz * memory.smt_speed(system, t.cpu))
+        bw = system.bandwidth
+        eq = bw.equiv_bytes(home, 64, 64)
+        done = 0
+        base = vma.start >> 12
+        mapped = np.zeros(((vma.start + per - 1) >> 12) - base + 1, dtype=bool)
+        while done < words:
+            b = min(RUNTIME_CHECK_WORDS, words - done)
+            idx = rng.integers(0, words - 1, size=b) if words > 1 else np.zeros(b, dtype=np.int64)
+            pg = ((vma.start + idx * 8) >> 12) - base
+            new = ~mapped[pg]
+            if new.any():
+                cand, pos = np.unique(pg[new], return_index=True)
+                for i in cand[np.argsort(pos)]:
+                    if mapped[i]:
+                        continue
+                    addr = (int(i) + base) << 12
+                    yield from memory.handle_mm_fault(t, t.mm, vma, max(addr, vma.start), write=True)
+                    if pt.pmd.get(addr >> PMD_SHIFT) == PMD_HUGE:
+                        lo = max(((addr >> PMD_SHIFT) << 9) - base, 0)
+                        mapped[lo:lo + 512] = True
+                    else:
+                        mapped[i] = True
+            now = system.engine.now
+            rate = bw.rate(home, m.cost.core_clear_gbs, now)
+            t_miss = max(t_hit, eq / rate, lat / RANDOM_MLP)
+            misses = round(b * (1.0 - p_hit))
+            d = int(misses * t_miss + (b - misses) * t_hit) + 1
+            bw.occupy(home, now, int(misses * eq / rate), misses * 64, misses * 64)
+            p = system.counters.perf[t.cpu]
+            p[CACHE_REFERENCES] += b
+            p[CACHE_MISSES] += misses
+            yield system.counters.busy(t.cpu, "usemem [user]", d, int(b * insns))
+            done += b
+            if system.engine.now > deadline:
+                break
+        return done * 8
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        st = system.workload_state
+        c = system.counters
+        user = sum(d.get("usemem [user]", 0) for d in c.prof_ns)
+        total = sum(sum(d.values()) for d in c.prof_ns)
+        tput = st["tput"]
+        return {
+            "vm-scalability.throughput": float(sum(tput)),
+            "vm-scalability.median": float(np.median(tput)) if tput else 0.0,
+            "vm-scalability.workload": float(sum(st["unit_bytes"])),
+            "vm-scalability.time.user_time": user / 1e9,
+            "vm-scalability.time.system_time": (total - user) / 1e9,
+            "vm-scalability.time.elapsed_time": system.elapsed_ns / 1e9,
+            "vm-scalability.nr_task": float(st["nr"]),
+        }
+
+
+for _w in (
+    UsememCase("anon-w-seq", "usemem -n N: each process writes its own anonymous region once, in order"),
+    UsememCase("anon-w-rand", "usemem -n N --random: random 8-byte writes over each process's region",
+               random=True),
+    UsememCase("anon-r-seq", "usemem -n N --readonly: each process reads its untouched region (zero page)",
+               readonly=True),
+    UsememCase("anon-cow-seq", "usemem --prealloc --prefault: the parent populates, N children write it (COW)",
+               cow=True),
+):
+    register(_w)
