@@ -107,8 +107,8 @@ def test_validate_rows_for_missing_simulations(monkeypatch: pytest.MonkeyPatch) 
 
 def test_validate_error_pct(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases()[:1])
-    monkeypatch.setattr(val, "_native", lambda c, repeats: (200.0, [200.0], "", 0.9))
-    monkeypatch.setattr(val, "_simulate", lambda c, machine, kernel: (150.0, ""))
+    monkeypatch.setattr(val, "_native", lambda c, repeats: val.Side(200.0, "", {}, [200.0], 0.9))
+    monkeypatch.setattr(val, "_simulate", lambda c, machine, kernel: val.Side(150.0))
     (row,) = val.validate("tiny")
     assert row["error_pct"] == -25.0
     assert row["native_cpu_share"] == 0.9

@@ -22,7 +22,7 @@ def test_native_json_has_the_run_shape(capsys: Cap) -> None:
     assert code == 0
     assert RUN_KEYS <= set(d)
     assert d["mode"] == "native"
-    assert d["params"] == {"nr_task": 1, "size": 16 << 20}
+    assert d["params"] == {"nr_task": "1", "runtime": 300, "size": 16 << 20}
     assert d["metrics"]["vm-scalability.throughput"] > 0
     assert {"user_seconds", "system_seconds", "minor_faults", "voluntary_ctx_switches"} <= set(d["rusage"])
     assert d["kernel"] == sysinfo.kernel_release()

@@ -32,9 +32,37 @@ def _no_children_left() -> bool:
 
 def test_registry_has_the_simulator_names_and_params() -> None:
     for name in ("anon-w-seq", "anon-w-rand", "anon-r-seq", "anon-cow-seq", "anon-w-seq-hugetlb"):
-        assert set(NATIVE[f"vm-scalability/{name}"].params) == {"nr_task", "size"}
+        assert set(NATIVE[f"vm-scalability/{name}"].params) == {"nr_task", "size", "runtime"}
     assert {"nr_task", "mode"} <= set(NATIVE["will-it-scale/page_fault1"].params)
     assert "pairs" in NATIVE["lmbench/bw_unix"].params
+
+
+def test_params_match_every_simulated_workload_of_this_build() -> None:
+    from mmsim.errors import UserError as UE
+    from mmsim.workloads.base import get_workload
+
+    for name, w in NATIVE.items():
+        try:
+            sim = get_workload(name)
+        except UE:
+            continue  # not simulated in this build
+        assert set(w.params) - set(w.native_only) == set(sim.params), name
+
+
+def test_usemem_accounting_follows_usemem_c() -> None:
+    # do_unit counts bytes / 8 for mapping its region, do_rw_once the bytes it writes
+    d = run_native(NativeSpec("vm-scalability/anon-w-seq", {"nr_task": "1", "size": "8m"}, {"thp": "never"}))
+    m = d["metrics"]
+    assert m["vm-scalability.workload"] == 8 * MIB + 8 * MIB // 8
+    assert m["vm-scalability.nr_task"] == 1.0
+    assert m["vm-scalability.throughput"] == pytest.approx(m["vm-scalability.median"])
+    # the KB/s of one task, from usemem's start to its end, is at most bytes over the whole run's time
+    assert m["vm-scalability.throughput"] >= m["vm-scalability.workload"] / 1024 / m["vm-scalability.time.elapsed_time"]
+
+
+def test_nr_task_percentage() -> None:
+    d = run_native(NativeSpec("vm-scalability/anon-w-seq", {"nr_task": "100%", "size": "16m"}, {"thp": "never"}))
+    assert d["metrics"]["vm-scalability.nr_task"] == len(os.sched_getaffinity(0))
 
 
 def test_size_is_binary_like_usemem_memparse() -> None:

@@ -44,17 +44,20 @@ MEASURED = "native measurement: mmsim calibrate "
 WARMUP_BYTES = 256 << 20
 # Paths the model charges on a 4 KiB anonymous fault besides page_fault_ns and the clear (mm/memory.py).
 FAULT_PATHS = ("handle_mm_fault", "do_anonymous_page", "rmqueue_pcplist")
+BUSY_LOAD_PER_CPU = 0.5  # a load average above this per CPU means other work competed for the CPUs
 MIN_NS = 1.0  # CostModel fields must be positive; a residual at or below zero is reported and floored
 
 
 def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run every microbenchmark; raw numbers (ns, GB/s) keyed by name."""
     safety.check_memory("calibrate", WARMUP_BYTES)
-    # First touch of memory the host (or hypervisor) has not backed yet costs extra: warm it once.
-    m = tasks.map_anon(WARMUP_BYTES, None)
-    tasks.touch_pages(m)
-    m.close()
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"loadavg_before": _loadavg()}
+    # First touch of memory the hypervisor has not backed (or has taken back: free page reporting)
+    # costs extra: warm it once with each page size the fault benchmarks use.
+    for thp in ("never", "always"):
+        m = tasks.map_anon(WARMUP_BYTES, thp)
+        tasks.touch_pages(m)
+        m.close()
     host_cpus = [c for c in model_to_host_cpus() if c >= 0]
     allowed = os.sched_getaffinity(0)
     cpus = [c for c in host_cpus if c in allowed]
@@ -75,7 +78,16 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     out["ctx_switch_ns"] = mb.futex_round_trip_ns(c0, c0)
     other = next((c for c in cpus if c != c0), None)
     out["futex_wake_ns"] = mb.futex_round_trip_ns(c0, other) if other is not None else None
+    out["loadavg_after"] = _loadavg()
     return out
+
+
+def _loadavg() -> float:
+    """1-minute load average (/proc/loadavg), to tell whether other work shared the CPUs."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _pairs(m: Machine, host: list[int]) -> dict[str, tuple[int, int]]:
@@ -96,7 +108,7 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
     m = base or detect_host()
     today = datetime.date.today().isoformat()
     notes: list[str] = []
-    src: dict[str, str] = {}
+    src: dict[str, str] = dict(m.cost.sources)  # fields not measured here keep their source
     cost = dict((f.name, getattr(m.cost, f.name)) for f in dataclasses.fields(CostModel) if f.name != "sources")
 
     def meas(what: str) -> str:
@@ -149,6 +161,10 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
     else:
         notes.append("wakeup_ns: one CPU only; estimate kept")
         src["wakeup_ns"] = m.cost.sources.get("wakeup_ns", "estimate")
+    load = max(raw.get("loadavg_before", 0.0), raw.get("loadavg_after", 0.0))
+    if load > BUSY_LOAD_PER_CPU * m.ncpus:
+        notes.append(f"host busy while measuring (load average {load:.1f} on {m.ncpus} CPUs): the minima "
+                     "may still include other users' time; calibrate again on a quiet host")
     bw = raw["all_cpu_bw_gbs"]
     nodes = tuple(dataclasses.replace(n, read_bw_gbs=round(bw["read"], 2), write_bw_gbs=round(bw["write"], 2))
                   for n in m.nodes)

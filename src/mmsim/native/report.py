@@ -48,16 +48,31 @@ def format_calibrate(r: Mapping[str, Any]) -> Doc:
     return doc
 
 
+def _times(r: Mapping[str, Any], key: str) -> str:
+    """'native/simulated' seconds of one vm-scalability.time.* metric, or '-'."""
+    n, s = (r.get(side) or {} for side in ("native_times", "simulated_times"))
+    name = f"vm-scalability.time.{key}"
+    if name not in n and name not in s:
+        return "-"
+    return f"{fmt_num(n.get(name))}/{fmt_num(s.get(name))}"
+
+
 def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
     if not rows:
         return ["no validation cases"]
-    t = Table(["case", "metric", "native", "simulated", "error %", "cpu share", "note"], align="llrrrrl",
+    t = Table(["case", "metric", "native", "simulated", "error %", "cpu share", "sys s n/s", "user s n/s", "note"],
+              align="llrrrrrrl",
               title=f"Validation on machine {rows[0].get('machine')} (kernel {rows[0].get('kernel')}):")
     for r in rows:
         err = r.get("error_pct")
+        share = r.get("native_cpu_share")
         t.rows.append([str(r["case"]), str(r["metric"]).split(".", 1)[-1], fmt_num(r.get("native")),
                        fmt_num(r.get("simulated")), "-" if err is None else f"{err:+.1f}",
-                       "-" if r.get("native_cpu_share") is None else f"{100 * r['native_cpu_share']:.0f}%",
-                       str(r.get("note", ""))])
-    return [t, "cpu share: CPU time the native runs got / (wall x CPUs they could use); well below 100% means "
-               "other users of the host held the CPUs and the native result is low for that reason"]
+                       "-" if share is None else f"{100 * share:.0f}%", _times(r, "system_time"),
+                       _times(r, "user_time"), str(r.get("note", ""))])
+    return [t, "\n".join([
+        "cpu share: CPU time the native runs got / (wall x CPUs they could use); well below 100% means other",
+        "  users of the host held the CPUs and the native result is low for that reason.",
+        "sys s / user s: the median native run's system and user seconds (getrusage) / the simulation's: the",
+        "  kernel side and the benchmark's own loop, apart.",
+    ])]

@@ -14,6 +14,7 @@ import mmap
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy.typing as npt
 
 PAGE = mmap.PAGESIZE
 MAP_HUGETLB = 0x40000  # include/uapi/asm-generic/mman-common.h (Python 3.11's mmap module lacks it)
+MADV_POPULATE_WRITE = 23  # include/uapi/asm-generic/mman-common.h (Linux 5.14; not in Python 3.11's mmap)
 CHUNK_WORDS = 1 << 18  # 2 MiB of 8-byte words per numpy call: big enough to amortise the call
 
 Words = npt.NDArray[np.uint64]
@@ -46,30 +48,57 @@ def words(m: mmap.mmap) -> Words:
     return np.frombuffer(m, dtype=np.uint64)
 
 
-def write_seq(a: Words) -> None:
-    """usemem's write loop: ``p[idx] = idx`` for every word, in order."""
+NO_DEADLINE = float("inf")
+
+
+def write_seq(a: Words, deadline: float = NO_DEADLINE) -> int:
+    """usemem's write loop: ``p[idx] = idx`` for every word, in order; bytes written.
+
+    Stops early once ``time.perf_counter()`` passes ``deadline`` (usemem -T
+    checks ``runtime_exceeded()`` every 64 Ki words; here every chunk).
+    """
     ramp = np.arange(CHUNK_WORDS, dtype=np.uint64)
     n = len(a)
     for s in range(0, n, CHUNK_WORDS):
         e = min(n, s + CHUNK_WORDS)
         np.add(ramp[: e - s], np.uint64(s), out=a[s:e])
+        if time.perf_counter() > deadline:
+            return e * 8
+    return n * 8
 
 
-def write_rand(a: Words, seed: int) -> None:
-    """usemem -R: as many stores as words, each to a random word (``p[idx] = idx``)."""
+def write_rand(a: Words, seed: int, deadline: float = NO_DEADLINE) -> int:
+    """usemem -R: as many stores as words, each to a random word (``p[idx] = idx``); bytes written."""
     rng = np.random.default_rng(seed)
     n = len(a)
     for s in range(0, n, CHUNK_WORDS):
-        idx = rng.integers(0, n, min(CHUNK_WORDS, n - s), dtype=np.uint64)
+        k = min(CHUNK_WORDS, n - s)
+        idx = rng.integers(0, n, k, dtype=np.uint64)
         a[idx] = idx
+        if time.perf_counter() > deadline:
+            return (s + k) * 8
+    return n * 8
 
 
-def read_seq(a: Words) -> int:
-    """usemem --readonly: load every word, in order."""
-    acc = 0
-    for s in range(0, len(a), CHUNK_WORDS):
-        acc ^= int(np.bitwise_xor.reduce(a[s : s + CHUNK_WORDS]))
-    return acc
+def read_seq(a: Words, deadline: float = NO_DEADLINE) -> int:
+    """usemem --readonly: load every word, in order; bytes read."""
+    n = len(a)
+    for s in range(0, n, CHUNK_WORDS):
+        np.bitwise_xor.reduce(a[s : s + CHUNK_WORDS])
+        if time.perf_counter() > deadline:
+            return min(n, s + CHUNK_WORDS) * 8
+    return n * 8
+
+
+def populate_write(m: mmap.mmap) -> None:
+    """MAP_POPULATE of a private writable mapping: the kernel write-faults every
+    page (``__mm_populate``) with no user stores. MADV_POPULATE_WRITE (Linux
+    5.14, include/uapi/asm-generic/mman-common.h) does the same after mmap;
+    older kernels get one user store per page instead."""
+    try:
+        m.madvise(MADV_POPULATE_WRITE)
+    except OSError:
+        touch_pages(m)
 
 
 def touch_pages(m: mmap.mmap, stride: int = PAGE) -> None:

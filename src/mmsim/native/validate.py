@@ -70,21 +70,36 @@ def closest_kernel(release: str | None = None) -> str:
     return older[-1] if older else versions[0][1]
 
 
-def _simulate(c: Case, machine: str, kernel: str) -> tuple[float | None, str]:
+TIMES = ("vm-scalability.time.user_time", "vm-scalability.time.system_time")
+
+
+@dataclass
+class Side:
+    """One side of a case: the metric, CPU-time split, and why it is missing if it is."""
+
+    value: float | None = None
+    note: str = ""
+    times: dict[str, float] = field(default_factory=dict)  # user/system seconds where the workload reports them
+    runs: list[float] = field(default_factory=list)
+    cpu_share: float | None = None
+
+
+def _simulate(c: Case, machine: str, kernel: str) -> Side:
     from mmsim.experiments.run import RunSpec, run
     from mmsim.workloads.base import get_workload
 
     try:
         get_workload(c.workload)
     except UserError:
-        return None, f"{c.workload} not simulated in this build"
+        return Side(note=f"{c.workload} not simulated in this build")
     try:
         r = run(RunSpec(workload=c.workload, machine=machine, kernel=kernel, policies={"thp": c.thp},
                         params=dict(c.params)))
     except UserError as e:
-        return None, f"simulation refused: {e}"
+        return Side(note=f"simulation refused: {e}")
     v = r.metrics.get(c.metric)
-    return (float(v), "") if v is not None else (None, f"simulation reports no {c.metric}")
+    times = {k: float(r.metrics[k]) for k in TIMES if k in r.metrics}
+    return Side(float(v), "", times) if v is not None else Side(note=f"simulation reports no {c.metric}")
 
 
 def cpu_share(d: dict[str, Any], tasks: int) -> float:
@@ -95,22 +110,23 @@ def cpu_share(d: dict[str, Any], tasks: int) -> float:
     return used / (wall * cpus) if wall > 0 else 0.0
 
 
-def _native(c: Case, repeats: int) -> tuple[float | None, list[float], str, float | None]:
+def _native(c: Case, repeats: int) -> Side:
     spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True)
-    values: list[float] = []
-    shares: list[float] = []
+    runs: list[dict[str, Any]] = []
     tasks = int(c.params.get("nr_task", 0)) or 2 * int(c.params.get("pairs", 1))
     note = ""
     try:
         for _ in range(repeats):
-            d = run_native(spec)
-            values.append(float(d["metrics"][c.metric]))
-            shares.append(cpu_share(d, tasks))
-            if c.thp == "always" and not d["vmstat"].get("thp_fault_alloc"):
-                note = "no THP fault natively (host THP off?)"
+            runs.append(run_native(spec))
     except Skip as e:
-        return None, [], f"skipped natively: {e}", None
-    return statistics.median(values), values, note, statistics.median(shares)
+        return Side(note=f"skipped natively: {e}")
+    if c.thp == "always" and not all(d["vmstat"].get("thp_fault_alloc") for d in runs):
+        note = "no THP fault natively (host THP off?)"
+    values = [float(d["metrics"][c.metric]) for d in runs]
+    mid = runs[values.index(statistics.median_low(values))]  # the median run, whole
+    times = {k: float(mid["metrics"][k]) for k in TIMES if k in mid["metrics"]}
+    share = statistics.median(cpu_share(d, tasks) for d in runs)
+    return Side(float(mid["metrics"][c.metric]), note, times, values, share)
 
 
 def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
@@ -131,13 +147,16 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
 
 def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
     log(c.name)
-    native, values, nnote, share = _native(c, repeats)
-    simulated, snote = _simulate(c, machine, kernel) if native is not None else (None, "")
-    err = 100.0 * (simulated - native) / native if native and simulated is not None else None
+    nat = _native(c, repeats)
+    sim = _simulate(c, machine, kernel) if nat.value is not None else Side()
+    err = None
+    if nat.value and sim.value is not None:
+        err = round(100.0 * (sim.value - nat.value) / nat.value, 1)
     return {
         "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
-        "native": native, "simulated": simulated, "error_pct": None if err is None else round(err, 1),
-        "native_runs": values, "native_cpu_share": None if share is None else round(share, 3),
+        "native": nat.value, "simulated": sim.value, "error_pct": err,
+        "native_runs": nat.runs, "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
+        "native_times": nat.times, "simulated_times": sim.times,
         "kernel": kernel, "machine": machine,
-        "note": "; ".join(n for n in (nnote, snote) if n),
+        "note": "; ".join(n for n in (nat.note, sim.note) if n),
     }

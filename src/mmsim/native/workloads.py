@@ -9,10 +9,12 @@ a given build); it reuses only :class:`~mmsim.workloads.base.ParamInfo` so
   ``usemem -n N SIZE``; case-anon-w-rand adds ``--random``; case-anon-r-seq
   ``--readonly``; case-anon-cow-seq ``--prealloc --prefault``). Each of
   ``nr_task`` processes maps ``size / nr_task`` bytes and stores (or loads)
-  every 8-byte word; each reports ``bytes / usecs`` as KB/s (KB = 1024 B) and
-  ``vm-scalability.throughput`` is their sum, as LKP sums usemem's lines.
-* ``vm-scalability/anon-w-seq-hugetlb``: the same with MAP_HUGETLB from a
-  pool sized for the run (case-hugetlb sizes ``nr_hugepages``).
+  every 8-byte word; each reports its bytes (usemem's accounting, see
+  :func:`_usemem`) over the time since usemem started as KB/s (KB = 1024 B),
+  and ``vm-scalability.throughput`` is their sum, as LKP sums usemem's lines.
+* ``vm-scalability/anon-w-seq-hugetlb``: the same with MAP_HUGETLB
+  (``usemem -U``) from a pool sized for the run (case-hugetlb sizes
+  ``nr_hugepages``).
 * ``will-it-scale/page_fault1``: each task loops mmap(128 MiB), one store per
   4 KiB page, munmap; ops = pages touched; ``per_process_ops`` is the mean
   per-task ops/s and ``workload`` their sum.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,66 +104,106 @@ def resolve_native_params(w: NativeWorkload, given: dict[str, str]) -> dict[str,
 
 # -- vm-scalability usemem ---------------------------------------------------------
 
-NR_TASK = ParamInfo(1, "usemem -n: number of processes", parse_int(1, 1024), "an integer 1..1024")
-SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks (k/m/g = 2^10/2^20/2^30)", parse_size,
-                 "a size like 256m, 1g, 4096")
+def parse_nr_task(v: str) -> str:
+    """An integer >= 1, or a percentage of the CPUs (LKP's ``nr_task: 50%``), as the simulator takes it."""
+    s = str(v).strip()
+    digits = s[:-1] if s.endswith("%") else s
+    if not digits.isdigit() or not 1 <= int(digits) <= (1000 if s.endswith("%") else 1024):
+        raise ValueError
+    return s
+
+
+def nr_tasks(v: str) -> int:
+    """``nr_task`` resolved against the CPUs this process may run on."""
+    if str(v).endswith("%"):
+        return max(1, len(os.sched_getaffinity(0)) * int(str(v)[:-1]) // 100)
+    return int(v)
+
+
+NR_TASK = ParamInfo("1", "usemem -n: number of processes, or a percentage of the CPUs like 50%", parse_nr_task,
+                    "an integer 1..1024 or a percentage like 50%")
+SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks, each gets size / nr_task "
+                 "(k/m/g = 2^10/2^20/2^30)", parse_size, "a size like 256m, 1g, 4096")
+RUNTIME = ParamInfo(300, "usemem -T: seconds before usemem stops early (LKP's runtime)", parse_int(1),
+                    "an integer >= 1")
 
 
 def _per_task(p: dict[str, Any], hugetlb: bool = False) -> int:
-    per = max(8, int(p["size"]) // int(p["nr_task"])) // 8 * 8
+    per = max(8, int(p["size"]) // nr_tasks(p["nr_task"])) // 8 * 8
     return -(-per // HPAGE) * HPAGE if hugetlb else per
 
 
 def _footprint(op: str) -> Callable[[dict[str, Any]], int]:
     """Peak anonymous memory: the cow parent's mapping plus one private copy per task."""
     extra = 1 if op == "cow" else 0
-    return lambda p: _per_task(p, op == "hugetlb") * (int(p["nr_task"]) + extra)
+    return lambda p: _per_task(p, op == "hugetlb") * (nr_tasks(p["nr_task"]) + extra)
 
 
 def _hugetlb_pages(op: str) -> Callable[[dict[str, Any]], int]:
     if op != "hugetlb":
         return lambda p: 0
-    return lambda p: _per_task(p, True) // HPAGE * int(p["nr_task"])
+    return lambda p: _per_task(p, True) // HPAGE * nr_tasks(p["nr_task"])
 
 
 def _usemem(op: str) -> Body:
+    """usemem.c as vm-scalability runs it: ``main`` takes ``start_time``; with
+    ``--prealloc --prefault`` it maps and populates the region and sets
+    ``done_bytes = bytes / 8``; it forks the tasks, which wait for "GO";
+    each (``do_unit``) maps its own region and counts ``rw_bytes = bytes / 8``
+    for it (the prealloc'd region counts 0), then ``do_rw_once`` adds the bytes
+    it reads or writes, stopping after ``-T`` seconds; ``output_statistics``
+    prints ``(unit_bytes * 10^6 >> 10) / delta_us`` KB/s with ``delta_us``
+    from ``start_time``. The ``bytes / 8`` terms are usemem's own accounting."""
+
     def body(p: dict[str, Any], thp: str | None) -> dict[str, float]:
         from mmsim.native import tasks
 
-        n = p["nr_task"]
+        n = nr_tasks(p["nr_task"])
         nbytes = _per_task(p, hugetlb=op == "hugetlb")
+        start = time.perf_counter()  # gettimeofday(&start_time); CLOCK_MONOTONIC is shared across fork
+        deadline = start + p["runtime"]
         pre = None
+        done_bytes = 0
         if op == "cow":  # --prealloc --prefault: one populated mapping, COW-shared by the forked tasks
             pre = tasks.map_anon(nbytes, thp)
-            tasks.write_seq(tasks.words(pre))
+            tasks.populate_write(pre)
+            done_bytes = nbytes // 8
 
         def task(i: int) -> dict[str, float]:
-            t0 = time.perf_counter()
             m = pre if pre is not None else tasks.map_anon(nbytes, thp, hugetlb=op == "hugetlb",
                                                            readonly=op == "r-seq")
+            rw_bytes = 0 if pre is not None else nbytes // 8
             a = tasks.words(m)
             if op == "r-seq":
-                tasks.read_seq(a)
+                rw_bytes += tasks.read_seq(a, deadline)
             elif op == "w-rand":
-                tasks.write_rand(a, seed=i)
+                rw_bytes += tasks.write_rand(a, seed=i, deadline=deadline)
             else:
-                tasks.write_seq(a)
-            usecs = (time.perf_counter() - t0) * 1e6
-            return {"bytes": nbytes, "usecs": usecs}
+                rw_bytes += tasks.write_seq(a, deadline)
+            delta_us = (time.perf_counter() - start) * 1e6
+            return {"unit_bytes": done_bytes + rw_bytes, "delta_us": delta_us}
 
         try:
             res = tasks.run_tasks(n, task)
         finally:
             if pre is not None:
                 pre.close()
-        kbs = [r["bytes"] * 1e6 / (r["usecs"] * 1024) for r in res]
-        return {"vm-scalability.throughput": sum(kbs)}
+        elapsed = time.perf_counter() - start
+        kbs = [r["unit_bytes"] * 1e6 / 1024 / r["delta_us"] for r in res]
+        return {
+            "vm-scalability.throughput": sum(kbs),
+            "vm-scalability.median": statistics.median(kbs),
+            "vm-scalability.workload": sum(r["unit_bytes"] for r in res),
+            "vm-scalability.time.elapsed_time": elapsed,
+            "vm-scalability.nr_task": float(n),
+        }
 
     return body
 
 
 def _usemem_cmd(flags: str) -> Callable[[dict[str, Any]], str]:
-    return lambda p: f"usemem -n {p['nr_task']}{flags} {p['size'] // p['nr_task']}"
+    return lambda p: (f"usemem -n {nr_tasks(p['nr_task'])} -T {p['runtime']}{flags} "
+                      f"{_per_task(p, flags == ' -U')}")
 
 
 _USEMEM = {
@@ -168,14 +211,14 @@ _USEMEM = {
     "anon-w-rand": ("w-rand", " --random", "each process writes random words of its own anonymous mapping"),
     "anon-r-seq": ("r-seq", " --readonly", "each process reads its untouched anonymous mapping (zero page)"),
     "anon-cow-seq": ("cow", " --prealloc --prefault", "forked processes write a prefaulted parent mapping (COW)"),
-    "anon-w-seq-hugetlb": ("hugetlb", " (MAP_HUGETLB)", "anon-w-seq on MAP_HUGETLB mappings from the pool"),
+    "anon-w-seq-hugetlb": ("hugetlb", " -U", "anon-w-seq on MAP_HUGETLB mappings from the pool (usemem -U)"),
 }
 
 for _case, (_op, _flags, _desc) in _USEMEM.items():
     register(NativeWorkload(
         name=f"vm-scalability/{_case}",
         description=f"usemem{_flags}: {_desc}; KB/s summed over tasks",
-        params={"nr_task": NR_TASK, "size": SIZE},
+        params={"nr_task": NR_TASK, "size": SIZE, "runtime": RUNTIME},
         body=_usemem(_op),
         footprint=_footprint(_op),
         command=_usemem_cmd(_flags),
