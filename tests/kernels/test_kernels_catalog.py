@@ -19,6 +19,13 @@ V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "pcp_batch_cap": "512k",
+    "pcp_orders": "0",
+    "pcp_high": "6xbatch",
+    "percpu_pagelist_high_fraction": "0",
+    "pcp_free_factor": "off",
+    "pcp_free_high": "off",
+    "pcp_free_high_batch": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
 }

@@ -227,7 +227,7 @@ HUGE_ZERO_PAGE: Hashable = ("H", "huge_zero_page")  # mm/huge_memory.c huge_zero
 def __pmd_alloc(task: Task, mm: MmStruct, pud_slot: int) -> Generator[Any, Any, None]:
     """mm/memory.c ``__pmd_alloc``: a new PMD table, linked under mm->page_table_lock."""
     s = mm.system
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0)
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, "pud", pud_slot))
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     lk = mm.page_table_lock
     yield lk.acquire(task)
@@ -241,7 +241,7 @@ def __pte_alloc(task: Task, mm: MmStruct, pmd_slot: int) -> Generator[Any, Any, 
     """mm/memory.c ``__pte_alloc`` (v3.13): a new PTE table, populated under
     mm->page_table_lock; ``mm->nr_ptes`` counted there."""
     s = mm.system
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0)
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, pmd_slot))
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     lk = mm.page_table_lock
     yield lk.acquire(task)
@@ -284,9 +284,9 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
     pa = s.page_alloc
     home = s.machine.cpu_node(task.cpu)
     key = ("P", id(mm), addr >> PAGE_SHIFT)
-    fast = pa.pcp_alloc_fast(task, home)
+    fast = pa.pcp_alloc_fast(task, home, owner=(mm, addr >> PMD_SHIFT))
     if fast is None:
-        node = yield from pa.alloc_pages(task, home, 0)
+        node = yield from pa.alloc_pages(task, home, 0, owner=(mm, addr >> PMD_SHIFT))
         yield clear_user_highpage(task, s, node, key)
     else:
         node, ns = fast
