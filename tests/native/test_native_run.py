@@ -132,14 +132,18 @@ def test_page_fault1(mode: str) -> None:
     d = run_native(NativeSpec("will-it-scale/page_fault1", {"nr_task": "2", "mode": mode, "seconds": "0.1"},
                               {"thp": "never"}))
     m = d["metrics"]
-    assert m["will-it-scale.per_process_ops"] > 0
-    assert m["will-it-scale.workload"] == pytest.approx(2 * m["will-it-scale.per_process_ops"])
+    per = m["will-it-scale.per_thread_ops" if mode == "threads" else "will-it-scale.per_process_ops"]
+    assert per > 0
+    assert m["will-it-scale.workload"] == pytest.approx(2 * per)
     assert d["rusage"]["minor_faults"] >= 2 * 128 * MIB // 4096  # at least one 128 MiB pass per task
 
 
 def test_bw_unix() -> None:
-    d = run_native(NativeSpec("lmbench/bw_unix", {"pairs": "1", "seconds": "0.1"}))
-    assert d["metrics"]["lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"] > 0
+    d = run_native(NativeSpec("lmbench/bw_unix", {"pairs": "1", "bytes": "1m", "msg": "16k"}))
+    m = d["metrics"]
+    assert m["lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"] > 0
+    # 3 timed iterations of 1 MiB: the bandwidth is exactly what the timed seconds say
+    assert m["lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"] == pytest.approx(3 / m["bw_unix.timed_seconds"])
     assert _no_children_left()
 
 

@@ -54,7 +54,7 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
         Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
-             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec", **s),
+             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"),
         Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
              "never", THROUGHPUT),
     ]

@@ -15,12 +15,14 @@ a given build); it reuses only :class:`~mmsim.workloads.base.ParamInfo` so
 * ``vm-scalability/anon-w-seq-hugetlb``: the same with MAP_HUGETLB
   (``usemem -U``) from a pool sized for the run (case-hugetlb sizes
   ``nr_hugepages``).
-* ``will-it-scale/page_fault1``: each task loops mmap(128 MiB), one store per
-  4 KiB page, munmap; ops = pages touched; ``per_process_ops`` is the mean
+* ``will-it-scale/page_fault1``: each task, bound to a CPU, loops
+  mmap(128 MiB), one store per 4 KiB page, munmap; ops = pages touched;
+  ``per_process_ops`` (``per_thread_ops`` in threads mode) is the mean
   per-task ops/s and ``workload`` their sum.
-* ``lmbench/bw_unix``: per pair, a writer process streams 64 KiB writes
-  (lmbench XFERSIZE) into an AF_UNIX stream socketpair, the reader reads
-  them; bandwidth in MB/s with MB = 2^20 (lmbench bench.h), summed over pairs.
+* ``lmbench/bw_unix``: per pair, a writer process sends ``bytes`` per
+  iteration in ``msg``-byte writes (lmbench XFER / XFERSIZE) into an AF_UNIX
+  stream socketpair, the reader reads them; bandwidth in MB/s with MB = 2^20
+  (lmbench bench.h), all pairs together.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from mmsim.workloads.base import ParamInfo, parse_choice, parse_int
 HPAGE = 2 << 20
 PF1_MEMSIZE = 128 << 20  # will-it-scale tests/page_fault1.c MEMSIZE
 XFERSIZE = 64 << 10  # lmbench src/bench.h XFERSIZE
+XFER = 10 << 20  # lmbench src/bw_unix.c XFER
 MB = 1 << 20  # lmbench src/bench.h MB
 
 
@@ -54,7 +57,7 @@ def parse_size(v: str) -> int:
 
 def parse_seconds(v: str) -> float:
     x = float(v)
-    if not 0.05 <= x <= 600:
+    if not 0 <= x <= 600:
         raise ValueError
     return x
 
@@ -229,40 +232,62 @@ for _case, (_op, _flags, _desc) in _USEMEM.items():
 # -- will-it-scale page_fault1 -------------------------------------------------------------
 
 
+def parse_lm_bytes(v: str) -> int:
+    """lmbench's (and the simulator's) sizes: k/m/g = 2^10/2^20/2^30."""
+    return parse_size(v)
+
+
+def _cpu_for(i: int) -> int:
+    """Task ``i``'s CPU: the allowed CPUs in order, wrapping (will-it-scale and LKP bind each task)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[i % len(cpus)]
+
+
 def _page_fault1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    """Each task, bound to its CPU, loops mmap(memsize) / one store per page / munmap:
+    at least ``loops`` rounds and at least ``seconds`` (will-it-scale runs for a
+    time, the simulator for ``loops`` rounds; rates are per second either way)."""
     from mmsim.native import tasks
 
-    seconds = p["seconds"]
+    seconds, memsize, loops = p["seconds"], p["memsize"], p["loops"]
 
     def task(i: int) -> dict[str, float]:
-        ops = 0
+        os.sched_setaffinity(0, {_cpu_for(i)})  # this task (thread) only
+        ops = rounds = 0
         t0 = time.perf_counter()
         while True:
-            m = tasks.map_anon(PF1_MEMSIZE, thp)
+            m = tasks.map_anon(memsize, thp)
             tasks.touch_pages(m)
             m.close()
-            ops += PF1_MEMSIZE // tasks.PAGE
+            ops += -(-memsize // tasks.PAGE)
+            rounds += 1
             dt = time.perf_counter() - t0
-            if dt >= seconds:
+            if rounds >= loops and dt >= seconds:
                 return {"ops": ops, "seconds": dt}
 
     res = tasks.run_tasks(p["nr_task"], task, p["mode"])
     rates = [r["ops"] / r["seconds"] for r in res]
-    return {"will-it-scale.per_process_ops": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+    per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
+    return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
 
 
 register(NativeWorkload(
     name="will-it-scale/page_fault1",
     description="tasks loop mmap(128 MiB), store one byte per page, munmap; ops = page faults per second",
     params={
-        "nr_task": ParamInfo(1, "number of tasks (will-it-scale -t)", parse_int(1, 1024), "an integer 1..1024"),
-        "mode": ParamInfo("processes", "processes or threads", parse_choice("processes", "threads"),
-                          "processes, threads"),
-        "seconds": ParamInfo(2.0, "native only: how long each task loops", parse_seconds, "0.05..600 seconds"),
+        "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
+        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                          parse_choice("processes", "threads"), "processes, threads"),
+        "memsize": ParamInfo(PF1_MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
+                             "a size like 128m"),
+        "loops": ParamInfo(1, "at least this many mmap/write/munmap rounds per task", parse_int(1),
+                           "an integer >= 1"),
+        "seconds": ParamInfo(2.0, "native only: and at least this long (0: loops only)", parse_seconds,
+                             "0..600 seconds"),
     },
     body=_page_fault1,
-    footprint=lambda p: PF1_MEMSIZE * p["nr_task"],
-    command=lambda p: f"page_fault1_{p['mode']} -t {p['nr_task']} (for {p['seconds']} s)",
+    footprint=lambda p: int(p["memsize"]) * int(p["nr_task"]),
+    command=lambda p: f"page_fault1_{p['mode']} -t {p['nr_task']} (>= {p['loops']} rounds, >= {p['seconds']} s)",
     native_only=("seconds",),
 ))
 
@@ -271,20 +296,31 @@ register(NativeWorkload(
 
 
 def _bw_unix(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    """lmbench3 bw_unix.c: per pair, the reader writes the byte count to a control pipe,
+    the forked writer sends that many bytes in ``msg``-byte writes over an AF_UNIX
+    stream socketpair, the reader reads them ``msg`` at a time. ``warmup``
+    iterations are untimed, then ``repetitions`` are timed together; bandwidth =
+    pairs x repetitions x bytes / the median pair's timed duration, in MB (2^20)
+    per second, as the simulated bw_unix reports it."""
     from mmsim.native import tasks
 
-    seconds = p["seconds"]
+    msg, nbytes = p["msg"], -(-p["bytes"] // p["msg"]) * p["msg"]  # bw_unix.c rounds up to whole writes
 
     def pair(i: int) -> dict[str, float]:
         rd, wr = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ctl_r, ctl_w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # writer: stream XFERSIZE writes until the reader hangs up
+        if pid == 0:  # writer: for each count read from the control pipe, send that many bytes
             code = 0
             try:
+                os.sched_setaffinity(0, {_cpu_for(2 * i + 1)})
                 rd.close()
-                out = b"\x01" * XFERSIZE  # touched buffer, as lmbench's touch(buf, XFERSIZE)
-                while True:
-                    wr.sendall(out)
+                os.close(ctl_w)
+                out = memoryview(b"\x01" * msg)  # touched buffer, as lmbench's touch(buf, XFERSIZE)
+                while len(c := os.read(ctl_r, 8)) == 8:
+                    todo = int.from_bytes(c, "little")
+                    while todo > 0:
+                        todo -= wr.send(out[: min(msg, todo)])
             except OSError:
                 pass
             except BaseException:
@@ -292,33 +328,48 @@ def _bw_unix(p: dict[str, Any], thp: str | None) -> dict[str, float]:
             finally:
                 os._exit(code)
         wr.close()
-        buf = bytearray(XFERSIZE)
-        view = memoryview(buf)
-        got = 0
+        os.close(ctl_r)
+        os.sched_setaffinity(0, {_cpu_for(2 * i)})
+        buf = bytearray(msg)
+        start = 0.0
         try:
-            t0 = time.perf_counter()
-            while (dt := time.perf_counter() - t0) < seconds:
-                got += rd.recv_into(view, XFERSIZE)
+            for it in range(p["warmup"] + p["repetitions"]):
+                if it == p["warmup"]:
+                    start = time.perf_counter()
+                os.write(ctl_w, nbytes.to_bytes(8, "little"))
+                done = 0
+                while done < nbytes:
+                    n = rd.recv_into(buf, msg)
+                    if n <= 0:
+                        raise RuntimeError("bw_unix writer went away")
+                    done += n
+            elapsed = time.perf_counter() - start
         finally:
+            os.close(ctl_w)
             rd.close()
             os.waitpid(pid, 0)
-        return {"bytes": got, "seconds": dt}
+        return {"seconds": elapsed}
 
     res = tasks.run_tasks(p["pairs"], pair)
-    return {"lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": sum(r["bytes"] / MB / r["seconds"] for r in res)}
+    d = statistics.median(r["seconds"] for r in res)  # the timed iterations of the median pair
+    bw = p["pairs"] * p["repetitions"] * nbytes / d / MB
+    return {"lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": bw, "bw_unix.timed_seconds": d}
 
 
 register(NativeWorkload(
     name="lmbench/bw_unix",
-    description="AF_UNIX stream socketpair bandwidth, 64 KiB writes; MB/s summed over pairs",
+    description="lmbench3 bw_unix: P process pairs stream over AF_UNIX sockets; aggregate MB/sec",
     params={
-        "pairs": ParamInfo(1, "bw_unix -P: reader/writer pairs", parse_int(1, 256), "an integer 1..256"),
-        "seconds": ParamInfo(1.0, "native only: how long each pair streams", parse_seconds, "0.05..600 seconds"),
+        "pairs": ParamInfo(1, "-P: parallelism (reader/writer process pairs)", parse_int(1, 256), "an integer 1..256"),
+        "msg": ParamInfo(XFERSIZE, "-m: bytes per write()/read() (XFERSIZE = 64k)", parse_lm_bytes,
+                         "a size like 64k"),
+        "bytes": ParamInfo(XFER, "-M: bytes per iteration (XFER = 10m)", parse_lm_bytes, "a size like 10m"),
+        "warmup": ParamInfo(1, "untimed iterations per pair", parse_int(0), "an integer >= 0"),
+        "repetitions": ParamInfo(3, "timed iterations per pair (lmbench -N)", parse_int(1), "an integer >= 1"),
     },
     body=_bw_unix,
-    footprint=lambda p: 4 * XFERSIZE * p["pairs"],
-    command=lambda p: f"bw_unix -P {p['pairs']} (for {p['seconds']} s)",
-    native_only=("seconds",),
+    footprint=lambda p: 4 * int(p["msg"]) * int(p["pairs"]),
+    command=lambda p: f"bw_unix -P {p['pairs']} -m {p['msg']} -M {p['bytes']}",
 ))
 
 
