@@ -74,6 +74,15 @@ POLICIES: dict[str, Policy] = {
                "(c79b57e462b5, v4.14)"),
         Policy("huge_copy_order", ("sequential", "target-last"),
                "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+        Policy("hugetlb_fault_hash", ("private-by-mm", "mapping-index"),
+               "hugetlb fault mutex key of a private mapping: (mm, address), or (mapping, index) as for shared "
+               "ones (1b426bac66e6, v5.2)"),
+        Policy("rwsem_reader_wake", ("until-writer", "all"),
+               "rwsem release wakes the readers queued before the first writer, or all queued readers up to 256 "
+               "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem"),
+        Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
+               "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
+               "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
     )
 }
 
@@ -126,6 +135,20 @@ PATCHES: dict[str, Patch] = {
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
               {"huge_copy_order": "target-last"}, "v4.18"),
+        Patch("1b426bac66e6", "hugetlb: use same fault hash key for shared and private mappings",
+              {"hugetlb_fault_hash": "mapping-index"}, "v5.2"),
+        Patch("d3681e269fff", "locking/rwsem: Wake up almost all readers in wait queue",
+              {"rwsem_reader_wake": "all"}, "v5.3"),
+        Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
+              {"hugetlb_i_mmap_rwsem": "always"}, "v5.7"),
+        # Proposed in seeds/004 (Mike Kravetz, 2020-06-25), never merged as such: no commit id, no release.
+        Patch("hugetlb-rwsem-if-shareable",
+              "hugetlbfs: take i_mmap_rwsem in hugetlb_fault only if vma_shareable() (proposed fix)",
+              {"hugetlb_i_mmap_rwsem": "if-shareable"}),
+        # v6.1 went back to i_mmap_rwsem in huge_pmd_share only; the per-VMA lock that replaced it
+        # (8d9bfb260814, shareable VMAs only) is not modelled.
+        Patch("3a47c54f09c4", "hugetlbfs: revert use i_mmap_rwsem for more pmd sharing synchronization",
+              {"hugetlb_i_mmap_rwsem": "never"}, "v6.1"),
     )
 }
 
@@ -147,6 +170,9 @@ _V312 = {
     "pcp_free_high_batch": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "hugetlb_fault_hash": "private-by-mm",
+    "rwsem_reader_wake": "until-writer",
+    "hugetlb_i_mmap_rwsem": "never",
 }
 
 
@@ -162,9 +188,27 @@ def _release(name: str, upto: str) -> Kernel:
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v[1:].split("."))
 
-    pts = tuple(c for c, p in PATCHES.items() if key(p.version) <= key(upto))
+    pts = tuple(c for c, p in PATCHES.items() if p.version and key(p.version) <= key(upto))
     desc = f"Linux {name} (policies of catalogued patches merged by {name})"
     return Kernel(name, name, _apply(_V312, pts), pts, desc)
+
+
+def _hugetlb_rwsem_kernels() -> tuple[Kernel, ...]:
+    """seeds/004: c0d0381ade79 (merged for v5.7-rc1), its parent 49aef7175cc6 and
+    the parent's policies + c0d0381ade79 + the proposed if-shareable fix. The
+    parent has every catalogued patch of v5.6 (none of the catalogue landed
+    between v5.6 and 49aef7175cc6)."""
+    base = _release("v5.6", "v5.6")
+    c0 = ("c0d0381ade79",)
+    fix = ("c0d0381ade79", "hugetlb-rwsem-if-shareable")
+    return (
+        Kernel("c0d0381ade79^", "v5.6", dict(base.policies), base.patches,
+               "49aef7175cc6, the parent of c0d0381ade79 (v5.6 policies)"),
+        Kernel("c0d0381ade79", "v5.6", _apply(base.policies, c0), base.patches + c0,
+               "c0d0381ade79: hugetlb_fault holds i_mmap_rwsem for read"),
+        Kernel("c0d0381ade79+fix", "v5.6", _apply(base.policies, fix), base.patches + fix,
+               "c0d0381ade79 + proposed fix: i_mmap_rwsem only for shareable VMAs"),
+    )
 
 
 KERNELS: dict[str, Kernel] = {
@@ -180,6 +224,7 @@ KERNELS: dict[str, Kernel] = {
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),
         _release("v6.7", "v6.7"),
+        *_hugetlb_rwsem_kernels(),
     )
 }
 

@@ -322,7 +322,7 @@ def handle_mm_fault(
     kind = "none"
     pt = mm.pgtables
     if vma.hugetlb:
-        kind = yield from hugetlb.hugetlb_fault(task, mm, vma, addr)
+        kind = yield from hugetlb.hugetlb_fault(task, mm, vma, addr, write)
     else:
         pud = addr >> PUD_SHIFT
         if pud not in pt.pud_present:

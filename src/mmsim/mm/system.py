@@ -54,8 +54,9 @@ class System:
             ln = self._page_lines[key] = CacheLine(self.machine, 0)
         return ln
 
-    def set_hugetlb_pool(self, nr_hugepages: int) -> None:
-        self.hugetlb = HugetlbPool(self, nr_hugepages)
+    def set_hugetlb_pool(self, nr_hugepages: int, nr_overcommit_hugepages: int = 0) -> None:
+        """``vm.nr_hugepages`` and ``vm.nr_overcommit_hugepages`` at boot / before the workload."""
+        self.hugetlb = HugetlbPool(self, nr_hugepages, nr_overcommit_hugepages)
 
     def start_vmstat_timer(self, done: Callable[[], bool]) -> None:
         """``vmstat_update``: a deferrable kworker on every CPU each
