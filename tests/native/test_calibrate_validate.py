@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ def test_closest_kernel() -> None:
     assert val.closest_kernel("2.6.32") == "v3.12"  # older than every catalogued kernel: the oldest
     k = val.closest_kernel("6.18.44-fc")
     v = tuple(int(x) for x in k[1:].split("."))
-    newer = [n for n in KERNELS if v < tuple(int(x) for x in n[1:].split(".")) <= (6, 18)]
+    releases = [n for n in KERNELS if re.fullmatch(r"v\d+(\.\d+)*", n)]  # not the commit-named kernels
+    newer = [n for n in releases if v < tuple(int(x) for x in n[1:].split(".")) <= (6, 18)]
     assert v <= (6, 18) and newer == []
 
 

@@ -114,9 +114,14 @@ def run_native(spec: NativeSpec) -> dict[str, Any]:
     safety.check_memory(size_field, w.footprint(params))
     job = {"workload": w.name, "params": spec.params, "thp": thp, "warm": spec.warm}
     pages = w.hugetlb_pages(params)
+    from mmsim.native.workloads import overcommit_pages
+
     with safety.terminate_as_exception():
         if pages:
-            with safety.HugetlbPool(pages):
+            guard: safety.HugetlbPool | safety.HugetlbSysctls = (
+                safety.HugetlbSysctls(pages, params["nr_hugepages"], overcommit_pages(params))
+                if "nr_overcommit_hugepages" in params else safety.HugetlbPool(pages))
+            with guard:
                 host = _host_settings()  # the pool as the run sees it, before it is restored
                 out, perf = _run_worker(job)
         else:

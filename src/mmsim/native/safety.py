@@ -118,6 +118,79 @@ class HugetlbPool:
         self.restore()
 
 
+class HugetlbSysctls:
+    """vm-scalability's ``setup_hugetlb`` for one run: set ``nr_overcommit_hugepages``
+    (surplus pages from the buddy allocator, mm/hugetlb.c ``alloc_surplus_hugetlb_folio``)
+    and grow ``nr_hugepages`` to at least ``persistent``; both put back on exit.
+
+    Writing needs root; without it the run goes ahead only if the settings in
+    force already give ``need`` pages, else it is a :class:`Skip`.
+    """
+
+    def __init__(self, need: int, persistent: int = 0, overcommit: int | None = None,
+                 vm: Path = sysinfo.NR_HUGEPAGES.parent) -> None:
+        self.need = need
+        self.want: dict[Path, int] = {}
+        self.vm = vm
+        self.persistent = persistent
+        self.overcommit = overcommit
+        self.saved: dict[Path, int] = {}
+
+    def _room(self) -> int:
+        """Huge pages a new mapping can still get: free ones plus surplus headroom."""
+        mi = sysinfo.read_meminfo()
+        oc = _read_int(self.vm / "nr_overcommit_hugepages")
+        return mi.get("HugePages_Free", 0) + max(0, oc - mi.get("HugePages_Surp", 0))
+
+    def __enter__(self) -> HugetlbSysctls:
+        hp, oc = self.vm / "nr_hugepages", self.vm / "nr_overcommit_hugepages"
+        if not hp.exists() or not oc.exists():
+            raise Skip(f"kernel without hugetlb support (no {hp})")
+        if self.persistent > _read_int(hp):
+            self.want[hp] = self.persistent
+        if self.overcommit is not None and self.overcommit != _read_int(oc):
+            self.want[oc] = self.overcommit
+        if self.want and not sysinfo.is_root():
+            if self._room() >= self.need:
+                return self  # the settings in force already suffice
+            raise Skip(f"hugetlb needs {self.need} huge pages ({self._room()} available); setting "
+                       + ", ".join(f"{p.name}={v}" for p, v in self.want.items()) + " needs root")
+        try:
+            for path, value in self.want.items():
+                self.saved[path] = _read_int(path)
+                path.write_text(str(value))
+        except OSError as e:
+            self.restore()
+            raise Skip(f"cannot set the hugetlb sysctls: {e.strerror}") from None
+        if self._room() < self.need:
+            room = self._room()
+            self.restore()
+            raise Skip(f"hugetlb would get only {room} of the {self.need} huge pages needed")
+        return self
+
+    def restore(self) -> None:
+        for path, value in reversed(list(self.saved.items())):
+            for _ in range(50):  # pages of an exiting child are freed a moment later
+                try:
+                    path.write_text(str(value))
+                    if _read_int(path) == value:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.02)
+        self.saved.clear()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.restore()
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
 class Reaper:
     """Own a worker process group: kill it and reap the leader on exit, whatever the exit."""
 

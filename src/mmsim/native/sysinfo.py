@@ -83,8 +83,12 @@ def thp_settings(thp_dir: Path = THP_DIR) -> dict[str, str]:
 def hugetlb_settings(proc: Path = PROC) -> dict[str, str]:
     """The default-size hugetlb pool (mm/hugetlb.c hugetlb_report_meminfo)."""
     mi = read_meminfo(proc)
-    out = {k: str(mi[k]) for k in ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "Hugepagesize") if k in mi}
-    return {f"hugetlb.{k}": v for k, v in out.items()}
+    keys = ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize")
+    out = {f"hugetlb.{k}": str(mi[k]) for k in keys if k in mi}
+    oc = _read(proc / "sys" / "vm" / "nr_overcommit_hugepages")
+    if oc is not None:
+        out["hugetlb.nr_overcommit_hugepages"] = oc
+    return out
 
 
 PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")

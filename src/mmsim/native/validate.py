@@ -14,6 +14,7 @@ error, never a crash.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,7 +66,8 @@ def closest_kernel(release: str | None = None) -> str:
     from mmsim.kernels.catalog import KERNELS
 
     host = sysinfo.kernel_version(release)
-    versions = sorted((tuple(int(x) for x in k[1:].split(".")), k) for k in KERNELS if k[1:].replace(".", "").isdigit())
+    releases = [k for k in KERNELS if re.fullmatch(r"v\d+(\.\d+)*", k)]  # not commit-named kernels
+    versions = sorted((tuple(int(x) for x in k[1:].split(".")), k) for k in releases)
     older = [k for v, k in versions if v <= host]
     return older[-1] if older else versions[0][1]
 

@@ -131,21 +131,55 @@ RUNTIME = ParamInfo(300, "usemem -T: seconds before usemem stops early (LKP's ru
                     "an integer >= 1")
 
 
-def _per_task(p: dict[str, Any], hugetlb: bool = False) -> int:
-    per = max(8, int(p["size"]) // nr_tasks(p["nr_task"])) // 8 * 8
+def _per_task(p: dict[str, Any], hugetlb: bool = False, cow: bool = False) -> int:
+    """usemem's size argument: size / nr_task (anon-cow-seq-hugetlb: / (nr_task + 1), as its case script)."""
+    div = nr_tasks(p["nr_task"]) + (1 if hugetlb and cow else 0)
+    per = max(8, int(p["size"]) // div) // 8 * 8
     return -(-per // HPAGE) * HPAGE if hugetlb else per
+
+
+def _is_hugetlb(op: str) -> bool:
+    return op.endswith("hugetlb")
+
+
+def _is_cow(op: str) -> bool:
+    return op.startswith("cow")
 
 
 def _footprint(op: str) -> Callable[[dict[str, Any]], int]:
     """Peak anonymous memory: the cow parent's mapping plus one private copy per task."""
-    extra = 1 if op == "cow" else 0
-    return lambda p: _per_task(p, op == "hugetlb") * (nr_tasks(p["nr_task"]) + extra)
+    extra = 1 if _is_cow(op) else 0
+    return lambda p: _per_task(p, _is_hugetlb(op), _is_cow(op)) * (nr_tasks(p["nr_task"]) + extra)
 
 
 def _hugetlb_pages(op: str) -> Callable[[dict[str, Any]], int]:
-    if op != "hugetlb":
+    if not _is_hugetlb(op):
         return lambda p: 0
-    return lambda p: _per_task(p, True) // HPAGE * nr_tasks(p["nr_task"])
+    return lambda p: _footprint(op)(p) // HPAGE
+
+
+def parse_auto_int(v: str) -> str | int:
+    s = str(v).strip()
+    if s == "auto":
+        return s
+    if not s.isdigit():
+        raise ValueError
+    return int(s)
+
+
+def overcommit_pages(p: dict[str, Any]) -> int:
+    """``nr_overcommit_hugepages``; auto = setup_hugetlb's unit_size / Hugepagesize + nr_task + 1."""
+    v = p["nr_overcommit_hugepages"]
+    return int(p["size"]) // HPAGE + nr_tasks(p["nr_task"]) + 1 if v == "auto" else int(v)
+
+
+HUGETLB_PARAMS = {
+    "nr_hugepages": ParamInfo(0, "vm.nr_hugepages: natively the persistent pool is grown to at least this "
+                              "(never shrunk); the case script leaves it at 0", parse_int(0), "an integer >= 0"),
+    "nr_overcommit_hugepages": ParamInfo(
+        "auto", "vm.nr_overcommit_hugepages (surplus pages); auto = size / 2 MiB + nr_task + 1 as setup_hugetlb",
+        parse_auto_int, "auto or an integer >= 0"),
+}
 
 
 def _usemem(op: str) -> Body:
@@ -162,19 +196,19 @@ def _usemem(op: str) -> Body:
         from mmsim.native import tasks
 
         n = nr_tasks(p["nr_task"])
-        nbytes = _per_task(p, hugetlb=op == "hugetlb")
+        hugetlb = _is_hugetlb(op)
+        nbytes = _per_task(p, hugetlb, _is_cow(op))
         start = time.perf_counter()  # gettimeofday(&start_time); CLOCK_MONOTONIC is shared across fork
         deadline = start + p["runtime"]
         pre = None
         done_bytes = 0
-        if op == "cow":  # --prealloc --prefault: one populated mapping, COW-shared by the forked tasks
-            pre = tasks.map_anon(nbytes, thp)
+        if _is_cow(op):  # --prealloc --prefault: one populated mapping, COW-shared by the forked tasks
+            pre = tasks.map_anon(nbytes, thp, hugetlb=hugetlb)
             tasks.populate_write(pre)
             done_bytes = nbytes // 8
 
         def task(i: int) -> dict[str, float]:
-            m = pre if pre is not None else tasks.map_anon(nbytes, thp, hugetlb=op == "hugetlb",
-                                                           readonly=op == "r-seq")
+            m = pre if pre is not None else tasks.map_anon(nbytes, thp, hugetlb=hugetlb, readonly=op == "r-seq")
             rw_bytes = 0 if pre is not None else nbytes // 8
             a = tasks.words(m)
             if op == "r-seq":
@@ -204,9 +238,9 @@ def _usemem(op: str) -> Body:
     return body
 
 
-def _usemem_cmd(flags: str) -> Callable[[dict[str, Any]], str]:
+def _usemem_cmd(op: str, flags: str) -> Callable[[dict[str, Any]], str]:
     return lambda p: (f"usemem -n {nr_tasks(p['nr_task'])} -T {p['runtime']}{flags} "
-                      f"{_per_task(p, flags == ' -U')}")
+                      f"{_per_task(p, _is_hugetlb(op), _is_cow(op))}")
 
 
 _USEMEM = {
@@ -214,17 +248,19 @@ _USEMEM = {
     "anon-w-rand": ("w-rand", " --random", "each process writes random words of its own anonymous mapping"),
     "anon-r-seq": ("r-seq", " --readonly", "each process reads its untouched anonymous mapping (zero page)"),
     "anon-cow-seq": ("cow", " --prealloc --prefault", "forked processes write a prefaulted parent mapping (COW)"),
-    "anon-w-seq-hugetlb": ("hugetlb", " -U", "anon-w-seq on MAP_HUGETLB mappings from the pool (usemem -U)"),
+    "anon-w-seq-hugetlb": ("hugetlb", " -O -U", "anon-w-seq on MAP_HUGETLB mappings (usemem -O -U)"),
+    "anon-cow-seq-hugetlb": ("cow-hugetlb", " --prealloc --prefault -O -U",
+                             "anon-cow-seq on a MAP_HUGETLB mapping (hugetlb COW)"),
 }
 
 for _case, (_op, _flags, _desc) in _USEMEM.items():
     register(NativeWorkload(
         name=f"vm-scalability/{_case}",
         description=f"usemem{_flags}: {_desc}; KB/s summed over tasks",
-        params={"nr_task": NR_TASK, "size": SIZE, "runtime": RUNTIME},
+        params={"nr_task": NR_TASK, "size": SIZE, "runtime": RUNTIME, **(HUGETLB_PARAMS if _is_hugetlb(_op) else {})},
         body=_usemem(_op),
         footprint=_footprint(_op),
-        command=_usemem_cmd(_flags),
+        command=_usemem_cmd(_op, _flags),
         hugetlb_pages=_hugetlb_pages(_op),
     ))
 
