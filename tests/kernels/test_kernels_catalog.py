@@ -31,6 +31,14 @@ V312 = {
     "hugetlb_fault_hash": "private-by-mm",
     "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
+    "numa_balancing": "0",
+    "numa_scan_check": "page-first",
+    "numa_balancing_scan_delay_ms": "1000",
+    "numa_balancing_scan_period_min_ms": "1000",
+    "numa_balancing_scan_period_max_ms": "60000",
+    "numa_balancing_scan_size_mb": "256",
+    "numa_balancing_hot_threshold_ms": "1000",
+    "numa_balancing_promote_rate_limit_mbps": "65536",
 }
 
 
@@ -62,8 +70,8 @@ def test_later_releases_accumulate_patches() -> None:
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"
     assert resolve("v4.18").policies["huge_copy_order"] == "target-last"
     assert resolve("v4.17").policies["huge_copy_order"] == "sequential"
-    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.6", "v5.7", "v6.6", "v6.7",
-                            "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
+    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
+                            "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 
 
 def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:

@@ -83,6 +83,22 @@ POLICIES: dict[str, Policy] = {
         Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
                "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
                "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
+        Policy("numa_balancing", ("0", "1", "2", "3"),
+               "sysctl kernel.numa_balancing, OR of flags: 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
+               "(promote hot pages from non-top-tier nodes, v5.18+), 3 both; 0 off"),
+        Policy("numa_scan_check", ("page-first", "protnone-first"),
+               "change_pte_range with prot_numa: look up the struct page before pte_protnone(), or check "
+               "pte_protnone() first (a818f5363a0e, v5.5)"),
+        Policy("numa_balancing_scan_delay_ms", (), "sysctl kernel.numa_balancing_scan_delay_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_min_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_min_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_max_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_max_ms (default 60000)"),
+        Policy("numa_balancing_scan_size_mb", (), "sysctl kernel.numa_balancing_scan_size_mb (default 256)"),
+        Policy("numa_balancing_hot_threshold_ms", (),
+               "tiering mode: hint-fault latency below which a slow-tier page is hot (default 1000, v5.18+)"),
+        Policy("numa_balancing_promote_rate_limit_mbps", (),
+               "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)"),
     )
 }
 
@@ -149,6 +165,9 @@ PATCHES: dict[str, Patch] = {
         # (8d9bfb260814, shareable VMAs only) is not modelled.
         Patch("3a47c54f09c4", "hugetlbfs: revert use i_mmap_rwsem for more pmd sharing synchronization",
               {"hugetlb_i_mmap_rwsem": "never"}, "v6.1"),
+        # Merged by Linus 2019-12-01 for v5.5 (seeds/002, RFC 02/10, acked by Mel Gorman).
+        Patch("a818f5363a0e", "autonuma: reduce cache footprint when scanning page tables",
+              {"numa_scan_check": "protnone-first"}, "v5.5"),
     )
 }
 
@@ -173,6 +192,16 @@ _V312 = {
     "hugetlb_fault_hash": "private-by-mm",
     "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
+    # NUMA balancing (v3.8+). Off unless --set numa_balancing=1|2, as on a kernel booted with
+    # numa_balancing=disable; the sysctl defaults are kernel/sched/fair.c's (v5.4).
+    "numa_balancing": "0",
+    "numa_scan_check": "page-first",
+    "numa_balancing_scan_delay_ms": "1000",
+    "numa_balancing_scan_period_min_ms": "1000",
+    "numa_balancing_scan_period_max_ms": "60000",
+    "numa_balancing_scan_size_mb": "256",
+    "numa_balancing_hot_threshold_ms": "1000",
+    "numa_balancing_promote_rate_limit_mbps": "65536",
 }
 
 
@@ -220,6 +249,8 @@ KERNELS: dict[str, Kernel] = {
         _release("v4.14", "v4.14"),
         _release("v4.17", "v4.17"),
         _release("v4.18", "v4.18"),
+        _release("v5.4", "v5.4"),
+        _release("v5.5", "v5.5"),
         _release("v5.6", "v5.6"),
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),

@@ -95,6 +95,7 @@ def _load_builtin() -> None:
     from mmsim.workloads import (  # noqa: F401  (registration)
         lmbench,
         lockstress,
+        pmbench,
         thp_memscale,
         vm_scalability,
         will_it_scale,
