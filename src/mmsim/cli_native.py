@@ -79,7 +79,7 @@ def validate_cmd(
         str, typer.Option("--machine", "-m", help="Machine preset or YAML file (default: the calibrated host).")
     ] = "host",
     size: Annotated[str, typer.Option("--size", help="Total bytes of the vm-scalability cases.")] = "1g",
-    seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="Length of the timed cases.")] = 1.0,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="page_fault1: minimum native seconds.")] = 1.0,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
     json_out: JsonOpt = False,
 ) -> None:
