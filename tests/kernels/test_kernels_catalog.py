@@ -19,8 +19,26 @@ V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "pcp_batch_cap": "512k",
+    "pcp_orders": "0",
+    "pcp_high": "6xbatch",
+    "percpu_pagelist_high_fraction": "0",
+    "pcp_free_factor": "off",
+    "pcp_free_high": "off",
+    "pcp_free_high_batch": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "hugetlb_fault_hash": "private-by-mm",
+    "rwsem_reader_wake": "until-writer",
+    "hugetlb_i_mmap_rwsem": "never",
+    "numa_balancing": "0",
+    "numa_scan_check": "page-first",
+    "numa_balancing_scan_delay_ms": "1000",
+    "numa_balancing_scan_period_min_ms": "1000",
+    "numa_balancing_scan_period_max_ms": "60000",
+    "numa_balancing_scan_size_mb": "256",
+    "numa_balancing_hot_threshold_ms": "1000",
+    "numa_balancing_promote_rate_limit_mbps": "65536",
 }
 
 
@@ -52,7 +70,8 @@ def test_later_releases_accumulate_patches() -> None:
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"
     assert resolve("v4.18").policies["huge_copy_order"] == "target-last"
     assert resolve("v4.17").policies["huge_copy_order"] == "sequential"
-    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.6", "v5.7", "v6.6", "v6.7"}
+    assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
+                            "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 
 
 def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:
@@ -196,3 +215,20 @@ def test_kernel_yaml_on_off_values(tmp_path: Path) -> None:
     p = _write(tmp_path, "base: v3.12\npolicies:\n  nr_ptes_atomic: on\n  rwsem_spin_on_owner: off\n")
     k = load_kernel_yaml(p)
     assert k.policies["nr_ptes_atomic"] == "on" and k.policies["rwsem_spin_on_owner"] == "off"
+
+
+def test_hugetlb_rwsem_kernels_differ_only_by_the_policy() -> None:
+    parent, bad, fix = resolve("c0d0381ade79^"), resolve("c0d0381ade79"), resolve("c0d0381ade79+fix")
+    assert parent.policies == resolve("v5.6").policies
+    assert parent.policies["rwsem_reader_wake"] == "all"  # d3681e269fff, v5.3
+    assert parent.policies["hugetlb_fault_hash"] == "mapping-index"  # 1b426bac66e6, v5.2
+    assert resolve("v4.18").policies["hugetlb_fault_hash"] == "private-by-mm"
+    assert parent.policies["hugetlb_i_mmap_rwsem"] == "never"
+    assert bad.policies == {**parent.policies, "hugetlb_i_mmap_rwsem": "always"}
+    assert fix.policies == {**parent.policies, "hugetlb_i_mmap_rwsem": "if-shareable"}
+    assert bad.patches[-1] == "c0d0381ade79" and fix.patches[-1] == "hugetlb-rwsem-if-shareable"
+    assert resolve("v5.7").policies["hugetlb_i_mmap_rwsem"] == "always"
+    assert resolve("v6.6").policies["hugetlb_i_mmap_rwsem"] == "never"  # 3a47c54f09c4 (v6.1) reverted it
+    # the unmerged fix has no release: no release kernel picks it up, but --patch applies it
+    assert "hugetlb-rwsem-if-shareable" not in resolve("v6.7").patches
+    assert resolve("v5.7", ["hugetlb-rwsem-if-shareable"]).policies["hugetlb_i_mmap_rwsem"] == "if-shareable"

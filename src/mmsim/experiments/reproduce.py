@@ -102,7 +102,7 @@ class Experiment:
 
 
 # One module per experiment under mmsim.experiments; each calls register().
-_MODULES = ("exp_split_pmd", "exp_clear_order")
+_MODULES = ("exp_split_pmd", "exp_clear_order", "exp_pcp_free_high", "exp_hugetlb_rwsem", "exp_autonuma_scan")
 
 EXPERIMENTS: dict[str, Experiment] = {}
 

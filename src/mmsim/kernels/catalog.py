@@ -52,11 +52,53 @@ POLICIES: dict[str, Policy] = {
         Policy("nr_ptes_atomic", ("off", "on"),
                "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL"),
         Policy("stat_interval_ms", (), "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms)"),
+        Policy("pcp_batch_cap", ("512k", "1m"),
+               "zone_batchsize cap: 512 KiB (batch 31), 1 MiB after d8a759b57035 (batch 63), v4.19"),
+        Policy("pcp_orders", ("0", "0-3+thp"),
+               "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)"),
+        Policy("pcp_high", ("6xbatch", "zone_highsize"),
+               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)"),
+        Policy("percpu_pagelist_high_fraction", (),
+               "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark"),
+        Policy("pcp_free_factor", ("off", "on"),
+               "double the pages freed per PCP drain while freeing without allocating (3b12e7e97938, v5.14)"),
+        Policy("pcp_free_high", ("off", "free_factor", "consecutive"),
+               "drain the whole PCP on a high-order free after a drain (f26b3fa04611, v5.18); "
+               "consecutive: only after another high-order free (ca71fe1ad922, v6.7)"),
+        Policy("pcp_free_high_batch", ("off", "v1", "llc"),
+               "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain if the per-CPU data cache "
+               "share > 4 x batch (v1: lore 20230920061856.257597-4-ying.huang@intel.com) or the LLC "
+               "slice > 3 x batch (llc: 362d37a106dd, v6.7)"),
         Policy("huge_clear_order", ("sequential", "target-last"),
                "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
                "(c79b57e462b5, v4.14)"),
         Policy("huge_copy_order", ("sequential", "target-last"),
                "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+        Policy("hugetlb_fault_hash", ("private-by-mm", "mapping-index"),
+               "hugetlb fault mutex key of a private mapping: (mm, address), or (mapping, index) as for shared "
+               "ones (1b426bac66e6, v5.2)"),
+        Policy("rwsem_reader_wake", ("until-writer", "all"),
+               "rwsem release wakes the readers queued before the first writer, or all queued readers up to 256 "
+               "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem"),
+        Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
+               "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
+               "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
+        Policy("numa_balancing", ("0", "1", "2", "3"),
+               "sysctl kernel.numa_balancing, OR of flags: 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
+               "(promote hot pages from non-top-tier nodes, v5.18+), 3 both; 0 off"),
+        Policy("numa_scan_check", ("page-first", "protnone-first"),
+               "change_pte_range with prot_numa: look up the struct page before pte_protnone(), or check "
+               "pte_protnone() first (a818f5363a0e, v5.5)"),
+        Policy("numa_balancing_scan_delay_ms", (), "sysctl kernel.numa_balancing_scan_delay_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_min_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_min_ms (default 1000)"),
+        Policy("numa_balancing_scan_period_max_ms", (),
+               "sysctl kernel.numa_balancing_scan_period_max_ms (default 60000)"),
+        Policy("numa_balancing_scan_size_mb", (), "sysctl kernel.numa_balancing_scan_size_mb (default 256)"),
+        Policy("numa_balancing_hot_threshold_ms", (),
+               "tiering mode: hint-fault latency below which a slow-tier page is hot (default 1000, v5.18+)"),
+        Policy("numa_balancing_promote_rate_limit_mbps", (),
+               "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)"),
     )
 }
 
@@ -90,10 +132,42 @@ PATCHES: dict[str, Patch] = {
               {"rwsem_spin_on_owner": "on"}, "v3.16"),
         Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
               {"spinlock": "queued"}, "v4.2"),
+        Patch("d8a759b57035", "mm, page_alloc: double zone's batchsize", {"pcp_batch_cap": "1m"}, "v4.19"),
+        Patch("44042b449872", "mm/page_alloc: allow high-order pages to be stored on the per-cpu lists",
+              {"pcp_orders": "0-3+thp"}, "v5.14"),
+        Patch("b92ca18e8ca5", "mm/page_alloc: disassociate the pcp->high from pcp->batch",
+              {"pcp_high": "zone_highsize"}, "v5.14"),
+        Patch("3b12e7e97938", "mm/page_alloc: scale the number of pages that are batch freed",
+              {"pcp_free_factor": "on"}, "v5.14"),
+        Patch("f26b3fa04611", "mm/page_alloc: limit number of high-order pages on PCP during bulk free",
+              {"pcp_free_high": "free_factor"}, "v5.18"),
+        Patch("ca71fe1ad922", "mm, pcp: avoid to drain PCP when process exit",
+              {"pcp_free_high": "consecutive"}, "v6.7"),
+        # Computes the per-CPU LLC slice 362d37a106dd reads; no allocator behaviour of its own.
+        Patch("94a3bfe4073c", "cacheinfo: calculate size of per-CPU data cache slice", {}, "v6.7"),
+        Patch("362d37a106dd", "mm, pcp: reduce lock contention for draining high-order pages",
+              {"pcp_free_high_batch": "llc"}, "v6.7"),
         Patch("c79b57e462b5", "mm: hugetlb: clear target sub-page last when clearing huge page",
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
               {"huge_copy_order": "target-last"}, "v4.18"),
+        Patch("1b426bac66e6", "hugetlb: use same fault hash key for shared and private mappings",
+              {"hugetlb_fault_hash": "mapping-index"}, "v5.2"),
+        Patch("d3681e269fff", "locking/rwsem: Wake up almost all readers in wait queue",
+              {"rwsem_reader_wake": "all"}, "v5.3"),
+        Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
+              {"hugetlb_i_mmap_rwsem": "always"}, "v5.7"),
+        # Proposed in seeds/004 (Mike Kravetz, 2020-06-25), never merged as such: no commit id, no release.
+        Patch("hugetlb-rwsem-if-shareable",
+              "hugetlbfs: take i_mmap_rwsem in hugetlb_fault only if vma_shareable() (proposed fix)",
+              {"hugetlb_i_mmap_rwsem": "if-shareable"}),
+        # v6.1 went back to i_mmap_rwsem in huge_pmd_share only; the per-VMA lock that replaced it
+        # (8d9bfb260814, shareable VMAs only) is not modelled.
+        Patch("3a47c54f09c4", "hugetlbfs: revert use i_mmap_rwsem for more pmd sharing synchronization",
+              {"hugetlb_i_mmap_rwsem": "never"}, "v6.1"),
+        # Merged by Linus 2019-12-01 for v5.5 (seeds/002, RFC 02/10, acked by Mel Gorman).
+        Patch("a818f5363a0e", "autonuma: reduce cache footprint when scanning page tables",
+              {"numa_scan_check": "protnone-first"}, "v5.5"),
     )
 }
 
@@ -106,8 +180,28 @@ _V312 = {
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
+    "pcp_batch_cap": "512k",
+    "pcp_orders": "0",
+    "pcp_high": "6xbatch",
+    "percpu_pagelist_high_fraction": "0",
+    "pcp_free_factor": "off",
+    "pcp_free_high": "off",
+    "pcp_free_high_batch": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
+    "hugetlb_fault_hash": "private-by-mm",
+    "rwsem_reader_wake": "until-writer",
+    "hugetlb_i_mmap_rwsem": "never",
+    # NUMA balancing (v3.8+). Off unless --set numa_balancing=1|2, as on a kernel booted with
+    # numa_balancing=disable; the sysctl defaults are kernel/sched/fair.c's (v5.4).
+    "numa_balancing": "0",
+    "numa_scan_check": "page-first",
+    "numa_balancing_scan_delay_ms": "1000",
+    "numa_balancing_scan_period_min_ms": "1000",
+    "numa_balancing_scan_period_max_ms": "60000",
+    "numa_balancing_scan_size_mb": "256",
+    "numa_balancing_hot_threshold_ms": "1000",
+    "numa_balancing_promote_rate_limit_mbps": "65536",
 }
 
 
@@ -123,9 +217,27 @@ def _release(name: str, upto: str) -> Kernel:
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v[1:].split("."))
 
-    pts = tuple(c for c, p in PATCHES.items() if key(p.version) <= key(upto))
+    pts = tuple(c for c, p in PATCHES.items() if p.version and key(p.version) <= key(upto))
     desc = f"Linux {name} (policies of catalogued patches merged by {name})"
     return Kernel(name, name, _apply(_V312, pts), pts, desc)
+
+
+def _hugetlb_rwsem_kernels() -> tuple[Kernel, ...]:
+    """seeds/004: c0d0381ade79 (merged for v5.7-rc1), its parent 49aef7175cc6 and
+    the parent's policies + c0d0381ade79 + the proposed if-shareable fix. The
+    parent has every catalogued patch of v5.6 (none of the catalogue landed
+    between v5.6 and 49aef7175cc6)."""
+    base = _release("v5.6", "v5.6")
+    c0 = ("c0d0381ade79",)
+    fix = ("c0d0381ade79", "hugetlb-rwsem-if-shareable")
+    return (
+        Kernel("c0d0381ade79^", "v5.6", dict(base.policies), base.patches,
+               "49aef7175cc6, the parent of c0d0381ade79 (v5.6 policies)"),
+        Kernel("c0d0381ade79", "v5.6", _apply(base.policies, c0), base.patches + c0,
+               "c0d0381ade79: hugetlb_fault holds i_mmap_rwsem for read"),
+        Kernel("c0d0381ade79+fix", "v5.6", _apply(base.policies, fix), base.patches + fix,
+               "c0d0381ade79 + proposed fix: i_mmap_rwsem only for shareable VMAs"),
+    )
 
 
 KERNELS: dict[str, Kernel] = {
@@ -137,10 +249,13 @@ KERNELS: dict[str, Kernel] = {
         _release("v4.14", "v4.14"),
         _release("v4.17", "v4.17"),
         _release("v4.18", "v4.18"),
+        _release("v5.4", "v5.4"),
+        _release("v5.5", "v5.5"),
         _release("v5.6", "v5.6"),
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),
         _release("v6.7", "v6.7"),
+        *_hugetlb_rwsem_kernels(),
     )
 }
 

@@ -56,12 +56,16 @@ class RwSem:
         st.extra.setdefault("line_wait_ns", 0)
 
     # -- helpers -------------------------------------------------------------
-    def _atomic(self, task: Task, func: str) -> int:
+    def _line_rmw(self, task: Task) -> int:
+        """The atomic on ``count``: queue for the line, move it here. Returns ns."""
         now = self.ctx.engine.now
         start = max(now, self.line.free_at)
         d = self.line.rmw(task.cpu, now)
         self.stat.extra["line_wait_ns"] += start - now
-        return self.ctx.counters.busy(task.cpu, func, d)
+        return d
+
+    def _atomic(self, task: Task, func: str) -> int:
+        return self.ctx.counters.busy(task.cpu, func, self._line_rmw(task))
 
     def _hold_end(self, since: int) -> None:
         hold = self.ctx.engine.now - since
@@ -129,11 +133,14 @@ class RwSem:
         st = self.stat
         st.acquisitions += 1
         st.extra["read_acquisitions"] += 1
-        cost = self._atomic(task, self._f_read)
         if self.writer is None and not self.waitq:
+            cost = self._atomic(task, self._f_read)
             self.readers += 1
             self._read_since[task.tid] = self.ctx.engine.now + cost
             return cost
+        # Contended: the failed atomic is part of the wait (a spinner's spin time
+        # starts with it; a sleeper gives up its CPU), so it is not charged twice.
+        self._line_rmw(task)
         return self._wait(task, False)
 
     def up_read(self, task: Task) -> int:
@@ -146,11 +153,12 @@ class RwSem:
 
     def down_write(self, task: Task) -> Any:
         self.stat.acquisitions += 1
-        cost = self._atomic(task, self._f_write)
         if self.writer is None and self.readers == 0 and not self.waitq:
+            cost = self._atomic(task, self._f_write)
             self.writer = task
             self._write_since = self.ctx.engine.now + cost
             return cost
+        self._line_rmw(task)
         return self._wait(task, True)
 
     def up_write(self, task: Task) -> int:

@@ -43,6 +43,12 @@ class VmEvent(IntEnum):
     NUMA_PAGES_MIGRATED = 10
     PGMIGRATE_SUCCESS = 11
     COW_FAULT = 12  # not a kernel vm_event_item: do_wp_page copies, kept for COW workloads
+    # Not vm_event_items either: the PCP events the mm_page_pcpu_drain tracepoint and
+    # Huang Ying's free_high counting (seeds/003) observe.
+    PCP_REFILL = 13  # rmqueue_bulk calls (zone->lock taken to refill a PCP list)
+    PCP_DRAIN = 14  # free_pcppages_bulk calls (zone->lock taken to drain a PCP)
+    PCP_DRAIN_PAGES = 15  # pages drained by free_pcppages_bulk
+    PCP_FREE_HIGH = 16  # drains of the whole PCP by the free_high rule (f26b3fa04611)
 
     @property
     def vmstat_name(self) -> str:

@@ -26,6 +26,12 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "__rmqueue": (150, 150),
     # mm/page_alloc.c buffered_rmqueue / rmqueue_pcplist fast path, no zone lock. estimate
     "rmqueue_pcplist": (60, 60),
+    # mm/page_alloc.c free_unref_page: free_pages_prepare checks + pcp list add, no zone lock. estimate
+    "free_unref_page": (80, 80),
+    # mm/page_alloc.c __free_one_page for one block with no merge (list add, accounting). estimate
+    "__free_one_page": (60, 60),
+    # one merge level of __free_one_page: find_buddy_page_pfn, page_is_buddy, list del. estimate
+    "__free_one_page/merge": (40, 40),
     # mm/mmap.c do_mmap_pgoff + get_unmapped_area + vma_link. estimate
     "do_mmap_pgoff": (2000, 2000),
     # kernel/fork.c copy_process for CLONE_VM threads. estimate
@@ -34,6 +40,34 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "hugetlb_no_page": (600, 600),
     # mm/hugetlb.c dequeue_huge_page_node under hugetlb_lock. estimate
     "dequeue_huge_page_node": (150, 150),
+    # net/socket.c + net/unix/af_unix.c: write() entry/exit, sock_write_iter, unix_stream_sendmsg
+    # set-up (scm_send, peer lookup). estimate
+    "unix_stream_sendmsg": (700, 700),
+    # net/core/skbuff.c alloc_skb_with_frags without its page allocations: kmem_cache_alloc of the
+    # sk_buff, kmalloc_reserve of the head, __alloc_skb init, skb_fill_page_desc; sock_alloc_send_pskb
+    # wmem check. estimate
+    "alloc_skb_with_frags": (600, 600),
+    # net/unix/af_unix.c: skb_queue_tail under unix_state_lock(other), maybe_add_creds, scm_stat_add. estimate
+    "skb_queue_tail": (150, 150),
+    # net/core/sock.c sock_def_readable -> __wake_up_sync_key -> try_to_wake_up of the sleeping reader. estimate
+    "sock_def_readable": (800, 800),
+    # net/socket.c + net/unix/af_unix.c: read() entry/exit, unix_stream_recvmsg, u->iolock. estimate
+    "unix_stream_recvmsg": (700, 700),
+    # net/unix/af_unix.c unix_stream_read_generic per skb: skb_peek, unix_stream_read_actor and
+    # skb_copy_datagram_iter set-up, UNIXCB bookkeeping. estimate
+    "unix_stream_read_actor": (300, 300),
+    # net/core/skbuff.c consume_skb -> skb_release_all (sock_wfree destructor, skb_release_data per
+    # frag put_page) + kfree of the head + kmem_cache_free of the sk_buff, without the page frees. estimate
+    "consume_skb": (700, 700),
+    # net/unix/af_unix.c unix_write_space -> wake_up_interruptible_sync_poll of the writer. estimate
+    "unix_write_space": (800, 800),
+    # fs/pipe.c pipe_write/pipe_read of a few bytes (lmbench's control pipe), wake-up included. estimate
+    "pipe_write": (1500, 1500),
+    # mm/memory.c zap_pte_range per present PTE: ptep_get_and_clear_full, page_remove_rmap,
+    # __tlb_remove_page; mm/swap.c release_pages per page, without the page free. estimate
+    "zap_pte": (120, 120),
+    # mm/mmap.c do_munmap/unmap_region/free_pgtables fixed part + arch flush_tlb_mm_range. estimate
+    "do_munmap": (3000, 3000),
     # mm/huge_memory.c copy_huge_pmd minus its atomics: two PMD locks (uncontended at fork),
     # pmdp_set_wrprotect, set_pmd_at, deposit, add_mm_counter. estimate
     "copy_huge_pmd": (400, 400),

@@ -64,9 +64,10 @@ def do_huge_pmd_anonymous_page(
         pt.zero_huge.add(slot)
         lk.release(task)
         return True
-    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
+    owner = (mm, slot)
+    node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER, owner=owner)
     yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0, owner=owner)  # pte_alloc_one
     lk = pt.pmd_lockptr(slot)
     yield lk.acquire(task)
     if slot in pt.pmd:  # raced: someone mapped it (pmd_none() false under the lock)

@@ -20,12 +20,20 @@ import numpy as np
 from mmsim.engine.core import PARK, Task
 from mmsim.metrics.counters import PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import huge_memory, hugetlb
+from mmsim.mm import huge_memory, hugetlb, mempolicy
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
-from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT
+from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
 
 PGFAULT = int(VmEvent.PGFAULT)
+NUMA_HINT_FAULTS = int(VmEvent.NUMA_HINT_FAULTS)
+NUMA_HINT_FAULTS_LOCAL = int(VmEvent.NUMA_HINT_FAULTS_LOCAL)
+# (cycles, instructions) of do_numa_page around its locks and migration: pte_modify back to
+# vma->vm_page_prot, ptep_modify_prot_commit, update_mmu_cache, vm_normal_page, numa_migrate_prep
+# (get_page, the vmstat events), mpol_misplaced. estimate
+DO_NUMA_PAGE = (500, 450)
+# do_huge_pmd_numa_page without migration: pmd_modify, set_pmd_at, the same bookkeeping. estimate
+DO_HUGE_PMD_NUMA_PAGE = (600, 500)
 COW_FAULT = int(VmEvent.COW_FAULT)
 PAGE_SHIFT = 12
 SUBPAGE = 1 << PAGE_SHIFT
@@ -227,7 +235,7 @@ HUGE_ZERO_PAGE: Hashable = ("H", "huge_zero_page")  # mm/huge_memory.c huge_zero
 def __pmd_alloc(task: Task, mm: MmStruct, pud_slot: int) -> Generator[Any, Any, None]:
     """mm/memory.c ``__pmd_alloc``: a new PMD table, linked under mm->page_table_lock."""
     s = mm.system
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0)
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, "pud", pud_slot))
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     lk = mm.page_table_lock
     yield lk.acquire(task)
@@ -241,7 +249,7 @@ def __pte_alloc(task: Task, mm: MmStruct, pmd_slot: int) -> Generator[Any, Any, 
     """mm/memory.c ``__pte_alloc`` (v3.13): a new PTE table, populated under
     mm->page_table_lock; ``mm->nr_ptes`` counted there."""
     s = mm.system
-    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0)
+    yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, pmd_slot))
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     lk = mm.page_table_lock
     yield lk.acquire(task)
@@ -282,11 +290,11 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
         lk.release(task)
         return
     pa = s.page_alloc
-    home = s.machine.cpu_node(task.cpu)
+    home = mempolicy.alloc_node(s, vma, addr, task.cpu)
     key = ("P", id(mm), addr >> PAGE_SHIFT)
-    fast = pa.pcp_alloc_fast(task, home)
+    fast = pa.pcp_alloc_fast(task, home, owner=(mm, addr >> PMD_SHIFT))
     if fast is None:
-        node = yield from pa.alloc_pages(task, home, 0)
+        node = yield from pa.alloc_pages(task, home, 0, owner=(mm, addr >> PMD_SHIFT))
         yield clear_user_highpage(task, s, node, key)
     else:
         node, ns = fast
@@ -296,6 +304,7 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
     ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "do_anonymous_page", ns, ins)
     mm.pgtables.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511] = True
+    note_pte_node(mm.pgtables, slot, (addr >> PAGE_SHIFT) & 511, node)
     lk.release(task)
 
 
@@ -304,7 +313,8 @@ def handle_mm_fault(
 ) -> Generator[Any, Any, str]:
     """``__do_page_fault`` + ``handle_mm_fault``. Returns the fault kind taken:
     ``"thp"``, ``"thp-zero"``, ``"thp-cow"``, ``"hugetlb"``, ``"anon"``,
-    ``"zero"``, ``"cow"`` or ``"none"`` (already mapped as needed).
+    ``"zero"``, ``"cow"``, ``"numa"`` (a NUMA hinting fault) or ``"none"``
+    (already mapped as needed).
     ``pre_ns``: busy time the caller charged but has not yielded yet (user
     work before the faulting access), folded into the first event."""
     s = mm.system
@@ -322,13 +332,16 @@ def handle_mm_fault(
     kind = "none"
     pt = mm.pgtables
     if vma.hugetlb:
-        kind = yield from hugetlb.hugetlb_fault(task, mm, vma, addr)
+        kind = yield from hugetlb.hugetlb_fault(task, mm, vma, addr, write)
     else:
         pud = addr >> PUD_SHIFT
         if pud not in pt.pud_present:
             yield from __pmd_alloc(task, mm, pud)
         slot = addr >> PMD_SHIFT
         state = pt.pmd.get(slot)
+        if state == PMD_HUGE and slot in pt.huge_protnone:
+            yield from do_huge_pmd_numa_page(task, mm, addr)
+            kind = "numa"
         if state == PMD_HUGE and write and (slot in pt.wp_huge or slot in pt.zero_huge):
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
@@ -341,9 +354,14 @@ def handle_mm_fault(
             if state is None:
                 yield from __pte_alloc(task, mm, slot)
             pfn = addr >> PAGE_SHIFT
+            prot = pt.protnone.get(slot)
             if not pt.pte_bitmap(slot)[pfn & 511]:
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
+            elif prot is not None and prot[pfn & 511]:
+                # handle_pte_fault: pte_protnone() && vma_is_accessible() -> do_numa_page
+                yield from do_numa_page(task, mm, vma, addr)
+                kind = "numa"
             elif write and (pfn in pt.zero_ptes or pfn in pt.wp_ptes):
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
@@ -379,6 +397,7 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     pt.zero_ptes.discard(pfn)
     pt.wp_ptes.discard(pfn)
     pt.shared.pop(("P", pfn), None)
+    note_pte_node(pt, addr >> PMD_SHIFT, pfn & 511, node)
     lk.release(task)
     s.counters.vm[cpu][COW_FAULT] += 1
 
@@ -444,3 +463,90 @@ def copy_page_range(task: Task, parent: MmStruct, child: MmStruct, vma: Vma) -> 
                         cp.wp_ptes.add(pfn)
                         cp.shared[("P", pfn)] = key
             yield c.busy(cpu, "copy_pte_range", n * ns_pte + 1, n * ins_pte)
+
+
+def do_numa_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:
+    """mm/memory.c ``do_numa_page`` (v5.4): under the PTE lock restore the
+    PTE's protection (no longer ``pte_protnone``), read the struct page
+    (``page_cpupid_last``, ``page_to_nid``: one line, through the LLC),
+    ``numa_migrate_prep`` (``numa_hint_faults``, ``numa_hint_faults_local``)
+    and ``mpol_misplaced``; after unlocking, ``migrate_misplaced_page`` to the
+    target node, then ``task_numa_fault``."""
+    from mmsim.mm import migrate, mprotect
+    from mmsim.sched import numa_balancing
+
+    s = mm.system
+    cpu = task.cpu
+    pt = mm.pgtables
+    slot = addr >> PMD_SHIFT
+    i = (addr >> PAGE_SHIFT) & 511
+    lk = pt.pte_lockptr(slot)
+    yield lk.acquire(task)
+    nid_a, prot, last_a, scan_a = numa_arrays(pt, slot)
+    prot[i] = False
+    page_nid = int(nid_a[i])
+    if page_nid < 0:
+        page_nid = s.machine.cpu_node(mm.home_cpu)
+    now = s.engine.now
+    miss = mprotect.touch_lines(s, cpu, ("struct page", id(mm), slot), 512, _range(i, i + 1), now)
+    stall = mprotect.mem_latency_ns(s, cpu, mprotect.memmap_node(s, page_nid)) if miss else 0.0
+    v = s.counters.vm[cpu]
+    v[NUMA_HINT_FAULTS] += 1
+    this_nid = s.machine.cpu_node(cpu)
+    if page_nid == this_nid:
+        v[NUMA_HINT_FAULTS_LOCAL] += 1
+    last = int(last_a[i])
+    priv = last < 0 or last == cpu  # cpupid_match_pid (one task per CPU in the workloads modelled)
+    target, moron = mempolicy.mpol_misplaced(s, vma, addr, cpu, page_nid)
+    if moron and target >= 0:
+        ok, last_a[i] = numa_balancing.should_numa_migrate_memory(s, task, last, page_nid, now / 1e6,
+                                                                  float(scan_a[i]))
+        if not ok:
+            target = mempolicy.NUMA_NO_NODE
+    if target == page_nid:
+        target = mempolicy.NUMA_NO_NODE
+    ns, ins = DO_NUMA_PAGE
+    d = s.counters.busy(cpu, "do_numa_page", int(ns / s.machine.freq_ghz + stall) + 1, ins)
+    failed = False
+    if target >= 0 and not migrate.migrate_balanced_pgdat(s, target, 1):
+        s.numa_stats["numa_migrate_failed"] += 1  # numamigrate_isolate_page refuses: no isolation, no copy
+        target = mempolicy.NUMA_NO_NODE
+        failed = True
+    if target < 0:
+        # no migration: task_numa_fault's bookkeeping folded into the same busy period (one event)
+        yield d + numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, False, failed)
+        lk.release(task)
+        return
+    yield d
+    lk.release(task)
+    migrated = yield from migrate.migrate_misplaced_page(task, mm, addr, page_nid, target)
+    if migrated:
+        if numa_balancing.tiering(s) and not s.numa_toptier[page_nid]:
+            s.numa_stats["pgpromote_success"] += 1
+        page_nid = target
+    yield numa_balancing.task_numa_fault(s, task, mm, page_nid, priv, migrated, not migrated)
+
+
+def do_huge_pmd_numa_page(task: Task, mm: MmStruct, addr: int) -> Generator[Any, Any, None]:
+    """mm/huge_memory.c ``do_huge_pmd_numa_page`` (v5.4) without migration of
+    the huge page (``migrate_misplaced_transhuge_page`` is not modelled):
+    restore the PMD, count the hinting fault, ``task_numa_fault`` for 512 pages
+    (counted as one fault here)."""
+    from mmsim.sched import numa_balancing
+
+    s = mm.system
+    cpu = task.cpu
+    slot = addr >> PMD_SHIFT
+    pt = mm.pgtables
+    lk = pt.pmd_lockptr(slot)
+    yield lk.acquire(task)
+    pt.huge_protnone.discard(slot)
+    node = pt.huge_node.get(slot, s.machine.cpu_node(mm.home_cpu))
+    v = s.counters.vm[cpu]
+    v[NUMA_HINT_FAULTS] += 1
+    if node == s.machine.cpu_node(cpu):
+        v[NUMA_HINT_FAULTS_LOCAL] += 1
+    ns, ins = DO_HUGE_PMD_NUMA_PAGE
+    yield s.counters.busy(cpu, "do_huge_pmd_numa_page", int(ns / s.machine.freq_ghz) + 1, ins)
+    lk.release(task)
+    yield numa_balancing.task_numa_fault(s, task, mm, node, True, False, False)

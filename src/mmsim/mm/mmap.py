@@ -36,6 +36,11 @@ class Vma:
     thp_advised: bool = False  # MADV_HUGEPAGE
     shared: bool = False
     name: str = ""
+    # hugetlb VMAs (mm/hugetlb.py): the hugetlbfs inode (vma->vm_file), the offset in huge pages
+    # (vma->vm_pgoff >> huge_page_order) and vma->vm_private_data (a private mapping's reserve map)
+    file: Any = None
+    pgoff: int = 0
+    private_data: Any = None
 
     @property
     def size(self) -> int:
@@ -75,12 +80,21 @@ class MmStruct:
         return start
 
     def do_mmap(self, task: Task, length: int, **flags: Any) -> Generator[Any, Any, Vma]:
-        """``vm_mmap_pgoff``: take mmap_sem for write, place and link the VMA."""
-        length = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
-        align = (2 << 20) if flags.get("hugetlb") else PAGE_SIZE
+        """``vm_mmap_pgoff``: take mmap_sem for write, place and link the VMA.
+        A hugetlb VMA (``hugetlb=True``, length rounded up to 2 MiB) reserves
+        its huge pages (``hugetlbfs_file_mmap``, mm/hugetlb.py); ``file`` names
+        an existing hugetlbfs inode, else MAP_HUGETLB makes a new one."""
+        huge = bool(flags.get("hugetlb"))
+        gran = (2 << 20) if huge else PAGE_SIZE
+        length = (length + gran - 1) & ~(gran - 1)
+        align = gran
         yield self.mmap_sem.down_write(task)
         start = self.get_unmapped_area(length, align)
         vma = Vma(start, start + length, **flags)
+        if huge:
+            from mmsim.mm.hugetlb import hugetlbfs_file_mmap
+
+            yield from hugetlbfs_file_mmap(task, self, vma)
         self.vmas.append(vma)
         ns, ins = path("do_mmap_pgoff", self.system.machine.freq_ghz)
         yield self.system.counters.busy(task.cpu, "do_mmap_pgoff", ns, ins)

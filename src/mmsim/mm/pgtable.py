@@ -17,6 +17,15 @@ Locks follow ``include/linux/mm.h``:
 * ``__pte_alloc``/``__pmd_alloc`` populate under ``mm->page_table_lock``
   (v3.12/v3.13).
 
+NUMA balancing state (kept only when NUMA balancing is on, or for a range a
+workload registers with ``dense_numa``): per PTE table, numpy arrays of the
+page's node (``page_to_nid``), whether the PTE is a NUMA hinting PTE
+(``pte_protnone``, set by ``change_pte_range``), the node of the CPU that
+last faulted on it (``page_cpupid_last``, as a CPU number) and the time it
+was made protnone (the tiering mode's ``folio_xchg_access_time``); for huge
+PMDs a set of protnone slots. These are struct page / PTE bits, stored per
+PTE because the pages modelled are private to one mm.
+
 lock_stat classes: ``&mm->page_table_lock``, ``ptlock_ptr(pmd page)``,
 ``ptlock_ptr(pte page)`` (split locks of one level share a class, as lockdep
 would report them).
@@ -59,6 +68,14 @@ class PageTables:
         self.wp_ptes: set[int] = set()  # PTE write-protected after fork
         self.shared: dict[Any, Any] = {}  # slot or ("P", pfn) -> LLC key of the inherited page
         self.huge_node: dict[int, int] = {}  # PMD slot -> NUMA node of its huge page
+        # NUMA balancing (see the module docstring): PMD slot -> arrays (512,)
+        self.track_numa = sysm.policy("numa_balancing") != "0"
+        self.pte_nid: dict[int, np.ndarray] = {}  # int16, -1: no page
+        self.protnone: dict[int, np.ndarray] = {}  # bool
+        self.last_cpu: dict[int, np.ndarray] = {}  # int16, -1: cpupid unset
+        self.scan_ms: dict[int, np.ndarray] = {}  # float64, ms when made protnone
+        self.huge_protnone: set[int] = set()
+        self.dense: list[DenseNuma] = []
 
     def pmd_lockptr(self, pmd_slot: int) -> Spinlock:
         if not self.pmd_split:
@@ -94,3 +111,60 @@ class PageTables:
         if b is None:
             b = self.ptes[pmd_slot] = np.zeros(PTRS_PER_PTE, dtype=bool)
         return b
+
+
+class DenseNuma:
+    """Flat NUMA/presence arrays over ``nslots`` consecutive PMD slots from
+    ``first_slot``, whose per-slot views are the page tables' own arrays, so a
+    workload can test a batch of accesses vectorised while the kernel code
+    works per PTE table."""
+
+    __slots__ = ("first_slot", "nslots", "present", "nid", "protnone", "last_cpu", "scan_ms")
+
+    def __init__(self, pt: PageTables, first_slot: int, nslots: int) -> None:
+        n = nslots * PTRS_PER_PTE
+        self.first_slot = first_slot
+        self.nslots = nslots
+        self.present = np.zeros(n, dtype=bool)
+        self.nid = np.full(n, -1, dtype=np.int16)
+        self.protnone = np.zeros(n, dtype=bool)
+        self.last_cpu = np.full(n, -1, dtype=np.int16)
+        self.scan_ms = np.zeros(n, dtype=np.float64)
+        for k in range(nslots):
+            sl = slice(k * PTRS_PER_PTE, (k + 1) * PTRS_PER_PTE)
+            slot = first_slot + k
+            pt.ptes[slot] = self.present[sl]
+            pt.pte_nid[slot] = self.nid[sl]
+            pt.protnone[slot] = self.protnone[sl]
+            pt.last_cpu[slot] = self.last_cpu[sl]
+            pt.scan_ms[slot] = self.scan_ms[sl]
+
+
+def dense_numa(pt: PageTables, first_slot: int, nslots: int) -> DenseNuma:
+    """Register a dense range (see :class:`DenseNuma`); its slots must have no state yet."""
+    for k in range(nslots):
+        if first_slot + k in pt.ptes or first_slot + k in pt.pmd:
+            raise ValueError(f"PMD slot {first_slot + k} already has page-table state")
+    d = DenseNuma(pt, first_slot, nslots)
+    pt.dense.append(d)
+    return d
+
+
+def numa_arrays(pt: PageTables, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(nid, protnone, last_cpu, scan_ms) of PTE table ``slot``, created on first use."""
+    a = pt.pte_nid.get(slot)
+    if a is None:
+        a = pt.pte_nid[slot] = np.full(PTRS_PER_PTE, -1, dtype=np.int16)
+        pt.protnone[slot] = np.zeros(PTRS_PER_PTE, dtype=bool)
+        pt.last_cpu[slot] = np.full(PTRS_PER_PTE, -1, dtype=np.int16)
+        pt.scan_ms[slot] = np.zeros(PTRS_PER_PTE, dtype=np.float64)
+    return a, pt.protnone[slot], pt.last_cpu[slot], pt.scan_ms[slot]
+
+
+def note_pte_node(pt: PageTables, slot: int, idx: int, node: int) -> None:
+    """``set_pte_at`` of a new page on ``node``: remember its node when NUMA state is kept."""
+    if pt.track_numa or slot in pt.pte_nid:
+        nid, prot, last, _ = numa_arrays(pt, slot)
+        nid[idx] = node
+        prot[idx] = False
+        last[idx] = -1

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import numpy as np
+
 from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
 from mmsim.kernels.catalog import ResolvedKernel
@@ -14,11 +16,23 @@ from mmsim.locks.base import CacheLine, LockContext
 from mmsim.locks.spinlock import SpinlockKind
 from mmsim.machine.bandwidth import MemoryBandwidth
 from mmsim.machine.llc import CacheModel
-from mmsim.machine.model import Machine
+from mmsim.machine.model import Machine, MemoryType
 from mmsim.metrics.counters import Counters
 from mmsim.mm.costs import path
 from mmsim.mm.hugetlb import HugetlbPool
 from mmsim.mm.page_alloc import PageAllocator
+
+# Scanner / hinting-fault statistics that /proc/vmstat has no item for (the mechanism lines of autonuma-scan).
+NUMA_STATS = (
+    "scans",  # task_numa_work runs that scanned
+    "scan_ptes_present",  # present PTEs the scanner looked at
+    "scan_struct_page_refs",  # struct page lines change_pte_range read
+    "scan_struct_page_misses",  # ... of which missed the LLC
+    "scan_protnone_skipped",  # PTEs already protnone when scanned
+    "numa_migrate_failed",  # migrate_misplaced_page failures (target node short of free pages)
+    "pgpromote_candidate",  # tiering mode: slow-tier hinting faults considered for promotion
+    "pgpromote_success",  # tiering mode: pages promoted to a top-tier node
+)
 
 
 class System:
@@ -40,6 +54,15 @@ class System:
         self.hugetlb = HugetlbPool(self, 0)
         self.elapsed_ns = -1  # set by the workload when the benchmark ends; else engine.now
         self.workload_state: dict[str, Any] = {}
+        # NUMA balancing / tiering (mm/mprotect.py, sched/numa_balancing.py, mm/mempolicy.py):
+        self.mempolicies: dict[int, Any] = {}  # id(vma) -> MemPolicy (mbind)
+        self.mm_tasks: dict[int, list[Any]] = {}  # id(mm) -> tasks sharing it (mm_users)
+        self.numa_mm: dict[int, Any] = {}  # id(mm) -> per-mm scanner state
+        self.line_stamps: dict[Hashable, Any] = {}  # line-granular LLC stamps (struct pages, PTE lines)
+        # node_is_toptier(): DRAM nodes (memory tiers, v5.18+: PMEM is the slow tier)
+        self.numa_toptier = np.array([n.mem_type is MemoryType.DRAM for n in machine.nodes], dtype=bool)
+        self.numa_stats: dict[str, int] = dict.fromkeys(NUMA_STATS, 0)
+        self.numa_promote_rl: dict[int, Any] = {}  # node -> promotion rate-limit window (tiering mode)
 
     def policy(self, name: str) -> str:
         return self.kernel.get(name)
@@ -54,8 +77,9 @@ class System:
             ln = self._page_lines[key] = CacheLine(self.machine, 0)
         return ln
 
-    def set_hugetlb_pool(self, nr_hugepages: int) -> None:
-        self.hugetlb = HugetlbPool(self, nr_hugepages)
+    def set_hugetlb_pool(self, nr_hugepages: int, nr_overcommit_hugepages: int = 0) -> None:
+        """``vm.nr_hugepages`` and ``vm.nr_overcommit_hugepages`` at boot / before the workload."""
+        self.hugetlb = HugetlbPool(self, nr_hugepages, nr_overcommit_hugepages)
 
     def start_vmstat_timer(self, done: Callable[[], bool]) -> None:
         """``vmstat_update``: a deferrable kworker on every CPU each

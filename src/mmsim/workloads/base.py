@@ -92,4 +92,11 @@ def resolve_params(w: Workload, given: dict[str, str]) -> dict[str, Any]:
 
 
 def _load_builtin() -> None:
-    from mmsim.workloads import lockstress, thp_memscale, vm_scalability  # noqa: F401  (registration)
+    from mmsim.workloads import (  # noqa: F401  (registration)
+        lmbench,
+        lockstress,
+        pmbench,
+        thp_memscale,
+        vm_scalability,
+        will_it_scale,
+    )

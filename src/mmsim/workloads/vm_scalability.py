@@ -9,6 +9,19 @@ The case scripts (vm-scalability ``case-anon-*``) source ``hw_vars`` (``mem``
   from ``PTE_LIMIT``, which the stored ``hw_vars`` does not define; mmsim
   uses the same ``mem / nr_task / 2`` as the write cases, overridable)
 * ``anon-cow-seq``: ``usemem -n $nr_task --prealloc --prefault $((mem / nr_task / 2))``
+* ``anon-w-seq-hugetlb``: ``unit_size=$((mem / 2))``, ``setup_hugetlb``, then
+  ``usemem -n $nr_task -O -U $((unit_size / nr_task))``
+* ``anon-cow-seq-hugetlb``: ``unit_size=$((mem / 2))``, ``setup_hugetlb``, then
+  ``usemem -n $nr_task --prealloc --prefault -O -U $((unit_size / (nr_task+1)))``
+
+``setup_hugetlb`` sets only ``nr_overcommit_hugepages`` (to
+``unit_size / Hugepagesize + nr_task + 1``; ``nr_hugepages`` stays 0), so
+every huge page is a surplus page from the buddy allocator. ``-O -U`` is
+``MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB``: one unlinked hugetlbfs inode
+per mapping (``hugetlb_file_setup``), which the forked children share.
+In the hugetlb cases each child then exits (``exit_mmap``: the hugetlb
+VMA's unmap and unlink take that inode's ``i_mmap_rwsem`` for write) while
+the others still run; the parent exits last.
 
 ``usemem`` (usemem.c): ``main`` takes ``start_time``, then with ``--prealloc``
 ``mmap``s the region (``/dev/zero`` MAP_PRIVATE, i.e. anonymous; with
@@ -44,7 +57,7 @@ import numpy as np
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
-from mmsim.mm import memory
+from mmsim.mm import hugetlb, memory
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
@@ -88,6 +101,16 @@ def parse_nr_task(v: str) -> str:
     return s
 
 
+def parse_auto_int(v: str) -> int:
+    """``auto`` (-1) or an integer >= 0."""
+    s = str(v).strip()
+    if s == "auto":
+        return -1
+    if not s.isdigit():
+        raise ValueError
+    return int(s)
+
+
 def resolve_nr_task(v: str, ncpus: int) -> int:
     if v.endswith("%"):
         return max(1, ncpus * int(v[:-1]) // 100)
@@ -113,13 +136,14 @@ class UsememCase:
     """One ``case-anon-*`` script: usemem with that case's options."""
 
     def __init__(self, case: str, desc: str, *, random: bool = False, readonly: bool = False,
-                 cow: bool = False) -> None:
+                 cow: bool = False, hugetlb: bool = False) -> None:
         self.name = f"vm-scalability/{case}"
         self.case = case
         self.description = desc
         self.random = random
         self.readonly = readonly
         self.cow = cow
+        self.hugetlb = hugetlb
         self.params = {
             "nr_task": ParamInfo("100%", "-n: number of usemem processes, or a percentage of the CPUs",
                                  parse_nr_task, "an integer >= 1 or a percentage like 50%"),
@@ -129,6 +153,16 @@ class UsememCase:
             "runtime": ParamInfo(300, "-T: seconds before usemem stops early (LKP's runtime)", parse_int(1),
                                  "an integer >= 1"),
         }
+        if hugetlb:
+            div = "(nr_task + 1)" if cow else "nr_task"
+            self.params["size"] = ParamInfo(
+                0, f"unit_size: total bytes; usemem gets unit_size / {div} each; auto = MemTotal / 2 as the case "
+                "script computes", parse_size, "auto or a size like 64g, 512m (k/m/g/t = 2^10..)")
+            self.params["nr_hugepages"] = ParamInfo(0, "vm.nr_hugepages (the case script leaves it at 0)",
+                                                    parse_int(0), "an integer >= 0")
+            self.params["nr_overcommit_hugepages"] = ParamInfo(
+                "auto", "vm.nr_overcommit_hugepages; auto = setup_hugetlb's unit_size / 2 MiB + nr_task + 1",
+                parse_auto_int, "auto or an integer >= 0")
 
     # -- set-up --------------------------------------------------------------
     def _sizes(self, system: Any, p: dict[str, Any]) -> tuple[int, int]:
@@ -136,7 +170,7 @@ class UsememCase:
         nr = resolve_nr_task(p["nr_task"], m.ncpus)
         mem = int(sum(n.memory_gib for n in m.nodes) * (1 << 30))
         total = p["size"] or mem // 2
-        per = total // nr
+        per = total // (nr + 1 if self.hugetlb and self.cow else nr)
         if per < PAGE:
             raise UserError("-p size", p["size"] or "auto", f"at least {nr * PAGE} bytes for {nr} tasks")
         footprint = per * (nr + 1 if self.cow else nr)
@@ -149,12 +183,42 @@ class UsememCase:
         opts = " --random" if self.random else " --readonly" if self.readonly else ""
         opts += " --prealloc --prefault" if self.cow else ""
         nr = p["nr_task"]
+        if self.hugetlb:
+            div = "(nr_task+1)" if self.cow else "nr_task"
+            unit = p["size"] or "$((mem / 2))"
+            return f"usemem -n {nr} -T {p['runtime']}{opts} -O -U $(({unit} / {div}))"
+
         per = "$((mem / nr_task / 2))" if not p["size"] else (
             str(p["size"] // int(nr)) if nr.isdigit() else f"$(({p['size']} / nr_task))")
         return f"usemem -n {nr} -T {p['runtime']}{opts} {per}"
 
+    def _hugetlb_pool(self, system: Any, p: dict[str, Any], nr: int, per: int) -> None:
+        """``setup_hugetlb``, and the pool check: a run the kernel would fail
+        (mmap ENOMEM at reservation, SIGBUS at a fault) is refused here."""
+        mem = int(sum(n.memory_gib for n in system.machine.nodes) * (1 << 30))
+        unit = p["size"] or mem // 2
+        over = p["nr_overcommit_hugepages"]
+        if over == "auto" or over < 0:
+            over = unit // HPAGE + nr + 1  # setup_hugetlb: nr_hp = unit_size/Hugepagesize/1024 + nr_task + 1
+        system.set_hugetlb_pool(p["nr_hugepages"], over)
+        pool = system.hugetlb
+        have = p["nr_hugepages"] + over
+        pages = -(-per // HPAGE)
+        if self.cow and pages > have:
+            raise hugetlb.hugetlb_error("the parent's mapping", pool, pages,
+                                        "fails the parent's mmap() with ENOMEM (hugetlb_reserve_pages)")
+        if not self.cow and pages * nr > have:
+            raise hugetlb.hugetlb_error(f"{nr} mappings of {pages} pages", pool, pages * nr,
+                                        "fails a child's mmap() with ENOMEM (hugetlb_reserve_pages)")
+        if self.cow and pages * (nr + 1) > have:
+            raise hugetlb.hugetlb_error(f"the parent's pages and {nr} COW copies", pool, pages * (nr + 1),
+                                        "sends SIGBUS to a child's COW fault (hugetlb_cow: alloc_huge_page "
+                                        "-ENOSPC; children have no reservation)")
+
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         nr, per = self._sizes(system, p)
+        if self.hugetlb:
+            self._hugetlb_pool(system, p, nr, per)
         cpus = fork_cpus(system.machine, nr)
         main = Task(0, "usemem", cpu=cpus[0])
         main.mm = MmStruct(system, home_cpu=cpus[0])
@@ -171,20 +235,26 @@ class UsememCase:
         pre_vma = None
         done_bytes = 0
         if self.cow:
-            pre_vma = yield from main.mm.do_mmap(main, st["per"])
+            pre_vma = yield from main.mm.do_mmap(main, st["per"], hugetlb=self.hugetlb)
             yield from self._populate(system, main, pre_vma)
             done_bytes = st["per"] // 8
         for i in range(st["nr"]):
             ns, ins = path("copy_process", system.machine.freq_ghz)
             yield c.busy(main.cpu, "copy_process", ns, ins)
             mm = MmStruct(system, home_cpu=st["cpus"][i])
-            if pre_vma is not None:
+            cvma = pre_vma
+            if pre_vma is not None and self.hugetlb:
+                cvma = Vma(pre_vma.start, pre_vma.end, hugetlb=True)
+                mm.vmas.append(cvma)
+                mm.free_top = main.mm.free_top
+                yield from hugetlb.dup_hugetlb_vma(main, main.mm, mm, pre_vma, cvma)
+            elif pre_vma is not None:
                 mm.vmas.append(Vma(pre_vma.start, pre_vma.end))
                 mm.free_top = main.mm.free_top
                 yield from memory.copy_page_range(main, main.mm, mm, pre_vma)
             t = Task(i + 1, f"usemem/{i}", cpu=st["cpus"][i], mm=mm)
             st["children"].append(t)
-            system.sched.spawn(t, self._child(system, t, p, pre_vma, done_bytes))
+            system.sched.spawn(t, self._child(system, t, p, cvma, done_bytes))
         # synchronize_tasks(): read one byte per child, then write "GO".
         while st["ready"] < st["nr"]:
             st["parent_waiting"] = main
@@ -196,6 +266,8 @@ class UsememCase:
             st["joiner"] = main
             yield system.sched.sleep(main)
         system.elapsed_ns = system.engine.now
+        if pre_vma is not None and self.hugetlb:
+            yield from hugetlb.unmap_hugetlb_vma(main, main.mm, pre_vma, exiting=True)  # exit_mmap
 
     def _populate(self, system: Any, t: Task, vma: Vma) -> Generator[Any, Any, None]:
         """MAP_POPULATE: ``__mm_populate`` write-faults every page (FOLL_WRITE
@@ -212,7 +284,7 @@ class UsememCase:
         st = system.workload_state
         per = st["per"]
         if pre_vma is None:
-            vma = yield from t.mm.do_mmap(t, per)
+            vma = yield from t.mm.do_mmap(t, per, hugetlb=self.hugetlb)
             rw_bytes = per // 8
         else:
             vma, rw_bytes = pre_vma, 0
@@ -230,6 +302,8 @@ class UsememCase:
         delta_us = max(1, (system.engine.now - st["start"]) // 1000)
         st["tput"].append(((unit_bytes * 1_000_000) >> 10) / delta_us)
         st["unit_bytes"].append(unit_bytes)
+        if self.hugetlb:
+            yield from hugetlb.unmap_hugetlb_vma(t, t.mm, vma, exiting=True)  # exit_mmap
         st["done"] += 1
         if st["done"] == st["nr"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
@@ -363,5 +437,9 @@ for _w in (
                readonly=True),
     UsememCase("anon-cow-seq", "usemem --prealloc --prefault: the parent populates, N children write it (COW)",
                cow=True),
+    UsememCase("anon-w-seq-hugetlb", "usemem -O -U: each process writes its own MAP_HUGETLB region once, in order",
+               hugetlb=True),
+    UsememCase("anon-cow-seq-hugetlb", "usemem --prealloc --prefault -O -U: the parent populates a MAP_HUGETLB "
+               "region, N children write it (hugetlb COW)", cow=True, hugetlb=True),
 ):
     register(_w)

@@ -1,0 +1,123 @@
+"""``mmsim native``, ``mmsim calibrate`` and ``mmsim validate``: the host kernel side.
+
+Registered on the main app by :func:`register` (one line in cli.py). The
+library lives in :mod:`mmsim.native`; nothing is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _progress(msg: str) -> None:
+    sys.stderr.write(f"mmsim: {msg}\n")
+    sys.stderr.flush()
+
+
+def native_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="thp=always|madvise|never, applied per mapping with madvise.")
+    ] = None,
+    warm: Annotated[
+        bool, typer.Option("--warm", help="Touch and free the run's memory just before it (VM free page reporting).")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a workload for real on this host's kernel: metrics, vmstat deltas, getrusage, perf stat."""
+    from mmsim.cli import _emit, _emit_json, parse_assignments
+    from mmsim.native.report import format_native
+    from mmsim.native.runner import NativeSpec, run_native
+    from mmsim.native.safety import Skip
+
+    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm)
+    try:
+        d: dict[str, Any] = run_native(spec)
+    except Skip as e:
+        if json_out:
+            _emit_json({"workload": workload, "mode": "native", "skipped": str(e)})
+        else:
+            _emit([f"{workload}: skipped: {e}"])
+        return
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(format_native(d))
+
+
+def calibrate_cmd(
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="Machine YAML to write (default: $XDG_CONFIG_HOME/mmsim/host.yaml)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measure this host's cost model on microbenchmarks and write a machine YAML (--machine FILE)."""
+    from mmsim.cli import _emit, _emit_json
+    from mmsim.native.calibrate import calibrate
+    from mmsim.native.report import format_calibrate
+
+    r = calibrate(out, log=_progress)
+    if json_out:
+        _emit_json(r)
+    else:
+        _emit(format_calibrate(r))
+
+
+def validate_cmd(
+    machine: Annotated[
+        str, typer.Option("--machine", "-m", help="Machine preset or YAML file (default: the calibrated host).")
+    ] = "host",
+    size: Annotated[str, typer.Option("--size", help="Total bytes of the vm-scalability cases.")] = "1g",
+    seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="page_fault1: minimum native seconds.")] = 1.0,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the validation set natively and in simulation; native, simulated and error per case."""
+    from mmsim.cli import _emit, _emit_json
+    from mmsim.errors import UserError
+    from mmsim.native.report import format_validate
+    from mmsim.native.validate import validate
+    from mmsim.native.workloads import parse_size
+
+    try:
+        parse_size(size)
+    except ValueError:
+        raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
+    rows = validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
+    if json_out:
+        _emit_json(rows)
+    else:
+        _emit(format_validate(rows))
+
+
+def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:
+    """SIGTERM/SIGHUP (raised as safety.Interrupted once cleanup ran) exit like Ctrl-C: code 130."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        from mmsim.native.safety import Interrupted
+
+        try:
+            f(*args, **kwargs)
+        except Interrupted:
+            raise typer.Abort() from None
+
+    return wrapper
+
+
+def register(app: typer.Typer) -> None:
+    panel = "Host kernel (native mode)"
+    app.command("native", rich_help_panel=panel)(_abort_on_sigterm(native_cmd))
+    app.command("calibrate", rich_help_panel=panel)(_abort_on_sigterm(calibrate_cmd))
+    app.command("validate", rich_help_panel=panel)(_abort_on_sigterm(validate_cmd))

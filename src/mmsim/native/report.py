@@ -1,0 +1,78 @@
+"""Text reports for ``mmsim native``, ``mmsim calibrate`` and ``mmsim validate``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mmsim.report.tables import Doc, Table, fmt_num
+from mmsim.report.text import metrics_table, perf_stat_block
+
+# The vmstat events that show the fault paths (mm/vmstat.c vmstat_text); others are in --json.
+VMSTAT_SHOWN = (
+    "pgfault", "pgmajfault", "pgalloc_normal", "pgfree", "thp_fault_alloc", "thp_fault_fallback",
+    "htlb_buddy_alloc_success", "compact_stall", "numa_hit", "numa_miss", "pgactivate",
+)
+
+
+def format_native(d: Mapping[str, Any]) -> Doc:
+    doc: Doc = []
+    if d.get("perf"):
+        doc.append(perf_stat_block(d))
+    else:
+        doc.append(f"{d.get('command', '')}: perf stat not available (software events not counted)")
+    doc.append(metrics_table(d.get("metrics") or {}))
+    vm = d.get("vmstat") or {}
+    t = Table(["event", "delta"], title="/proc/vmstat deltas (system-wide):")
+    t.rows = [[k, fmt_num(vm[k])] for k in VMSTAT_SHOWN if k in vm]
+    doc.append(t)
+    ru = d.get("rusage") or {}
+    doc.append(Table(["getrusage", "value"], [[k, fmt_num(v)] for k, v in ru.items()], title="getrusage:"))
+    host = d.get("host") or {}
+    pol = d.get("policies") or {}
+    doc.append("host: " + ", ".join(f"{k}={v}" for k, v in {**pol, **host}.items()))
+    doc += [f"note: {n}" for n in d.get("notes") or ()]
+    return doc
+
+
+def format_calibrate(r: Mapping[str, Any]) -> Doc:
+    cost = dict(r.get("cost") or {})
+    sources = cost.pop("sources", {})
+    t = Table(["field", "value", "source"], align="lrl", title=f"Calibrated host written to {r.get('path')}:")
+    t.rows = [[k, fmt_num(v), str(sources.get(k, ""))] for k, v in cost.items()]
+    for n in r.get("nodes") or ():
+        t.rows.append([f"nodes[{n['id']}].read_bw_gbs", fmt_num(n["read_bw_gbs"]), "all CPUs streaming"])
+        t.rows.append([f"nodes[{n['id']}].write_bw_gbs", fmt_num(n["write_bw_gbs"]), "all CPUs streaming"])
+    doc: Doc = [t]
+    doc += [f"note: {n}" for n in r.get("notes") or ()]
+    return doc
+
+
+def _times(r: Mapping[str, Any], key: str) -> str:
+    """'native/simulated' seconds of one vm-scalability.time.* metric, or '-'."""
+    n, s = (r.get(side) or {} for side in ("native_times", "simulated_times"))
+    name = f"vm-scalability.time.{key}"
+    if name not in n and name not in s:
+        return "-"
+    return f"{fmt_num(n.get(name))}/{fmt_num(s.get(name))}"
+
+
+def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
+    if not rows:
+        return ["no validation cases"]
+    t = Table(["case", "metric", "native", "simulated", "error %", "cpu share", "sys s n/s", "user s n/s", "note"],
+              align="llrrrrrrl",
+              title=f"Validation on machine {rows[0].get('machine')} (kernel {rows[0].get('kernel')}):")
+    for r in rows:
+        err = r.get("error_pct")
+        share = r.get("native_cpu_share")
+        t.rows.append([str(r["case"]), str(r["metric"]).split(".", 1)[-1], fmt_num(r.get("native")),
+                       fmt_num(r.get("simulated")), "-" if err is None else f"{err:+.1f}",
+                       "-" if share is None else f"{100 * share:.0f}%", _times(r, "system_time"),
+                       _times(r, "user_time"), str(r.get("note", ""))])
+    return [t, "\n".join([
+        "cpu share: CPU time the native runs got / (wall x CPUs they could use); well below 100% means other",
+        "  users of the host held the CPUs and the native result is low for that reason.",
+        "sys s / user s: the median native run's system and user seconds (getrusage) / the simulation's: the",
+        "  kernel side and the benchmark's own loop, apart.",
+    ])]

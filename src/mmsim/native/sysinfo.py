@@ -1,0 +1,134 @@
+"""What the host kernel says about itself: /proc/vmstat, /proc/meminfo, the
+THP and hugetlb knobs in force, the kernel release, and whether ``perf`` works.
+
+Everything here only reads; the one thing native mode ever writes to the
+kernel (the hugetlb pool size) lives in :mod:`mmsim.native.safety`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+PROC = Path("/proc")
+THP_DIR = Path("/sys/kernel/mm/transparent_hugepage")
+HUGEPAGES_DIR = Path("/sys/kernel/mm/hugepages")
+NR_HUGEPAGES = PROC / "sys" / "vm" / "nr_hugepages"
+HPAGE_BYTES = 2 << 20  # x86-64 PMD size: the default hugetlb page size and the THP size
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def read_vmstat(proc: Path = PROC) -> dict[str, int]:
+    """/proc/vmstat as a dict (mm/vmstat.c vmstat_text names)."""
+    out: dict[str, int] = {}
+    for line in (_read(proc / "vmstat") or "").splitlines():
+        name, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            out[name] = int(value)
+    return out
+
+
+def vmstat_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Event counters that moved between two snapshots (sorted by name).
+
+    /proc/vmstat is system-wide: other processes on the host contribute too.
+    """
+    return {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0)}
+
+
+def read_meminfo(proc: Path = PROC) -> dict[str, int]:
+    """/proc/meminfo values in KiB (counts such as HugePages_Total as plain numbers)."""
+    out: dict[str, int] = {}
+    for line in (_read(proc / "meminfo") or "").splitlines():
+        m = re.match(r"^(\S+):\s+(\d+)", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def mem_available_bytes(proc: Path = PROC) -> int:
+    """MemAvailable (mm/page_alloc.c si_mem_available), or MemFree on kernels before 3.14."""
+    mi = read_meminfo(proc)
+    return 1024 * mi.get("MemAvailable", mi.get("MemFree", 0))
+
+
+def _bracketed(text: str | None) -> str:
+    """'always [madvise] never' -> 'madvise'; '' when the file is absent."""
+    m = re.search(r"\[(\w[\w+]*)\]", text or "")
+    return m.group(1) if m else ""
+
+
+def thp_settings(thp_dir: Path = THP_DIR) -> dict[str, str]:
+    """The THP knobs in force (mm/huge_memory.c sysfs); empty when the kernel has no THP."""
+    out: dict[str, str] = {}
+    for knob in ("enabled", "defrag"):
+        v = _bracketed(_read(thp_dir / knob))
+        if v:
+            out[f"thp.{knob}"] = v
+    for knob in ("khugepaged/defrag", "use_zero_page"):
+        raw = _read(thp_dir / knob)
+        if raw is not None:
+            out[f"thp.{knob}"] = raw
+    return out
+
+
+def hugetlb_settings(proc: Path = PROC) -> dict[str, str]:
+    """The default-size hugetlb pool (mm/hugetlb.c hugetlb_report_meminfo)."""
+    mi = read_meminfo(proc)
+    keys = ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize")
+    out = {f"hugetlb.{k}": str(mi[k]) for k in keys if k in mi}
+    oc = _read(proc / "sys" / "vm" / "nr_overcommit_hugepages")
+    if oc is not None:
+        out["hugetlb.nr_overcommit_hugepages"] = oc
+    return out
+
+
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
+
+
+def page_reporting(params: Path = PAGE_REPORTING) -> dict[str, str]:
+    """Free page reporting to a hypervisor (mm/page_reporting.c), when the guest kernel has it.
+
+    Free blocks of ``page_reporting_order`` and above are handed back to the
+    host; the next allocation of such a block (a THP, at order 9) faults the
+    memory back in at the hypervisor, which the guest sees as a slow clear.
+    """
+    out: dict[str, str] = {}
+    for name in ("page_reporting_order", "reported_kib"):
+        v = _read(params / name)
+        if v is not None:
+            out[f"page_reporting.{name.removeprefix('page_reporting_')}"] = v
+    return out
+
+
+def kernel_release() -> str:
+    return os.uname().release
+
+
+def kernel_version(release: str | None = None) -> tuple[int, int]:
+    """'6.18.44-fc-v669' -> (6, 18); (0, 0) when unparsable."""
+    m = re.match(r"(\d+)\.(\d+)", release or kernel_release())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def perf_path() -> str | None:
+    """The perf binary when present (whether it may count is checked when it runs)."""
+    return shutil.which("perf")
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def hugetlb_pool_pages() -> int | None:
+    """nr_hugepages of the default size, or None when the kernel has no hugetlb."""
+    v = _read(NR_HUGEPAGES)
+    return int(v) if v is not None and v.isdigit() else None

@@ -1,0 +1,164 @@
+"""``mmsim validate``: the fixed validation set, natively and in simulation.
+
+Each case runs natively :data:`NATIVE_REPEATS` times (the median is kept:
+the 2 host CPUs are shared, so single runs are noisy; the spread is
+reported) and once in simulation on the calibrated machine, under the
+catalogued kernel closest to the host's release. ``error_pct`` is
+``100 * (simulated - native) / native``.
+
+A case whose simulated workload is not registered in this build, or that
+cannot run natively here (hugetlb without root), is a row with a note and no
+error, never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmsim.errors import UserError
+from mmsim.native import sysinfo
+from mmsim.native.runner import NativeSpec, run_native
+from mmsim.native.safety import Skip, terminate_as_exception
+
+NATIVE_REPEATS = 3
+THROUGHPUT = "vm-scalability.throughput"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    workload: str
+    params: dict[str, str]
+    thp: str
+    metric: str
+    native_params: dict[str, str] = field(default_factory=dict)  # native-only knobs (durations)
+
+
+def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
+    """The validation set. ``size`` is the total of the usemem cases, ``seconds`` the timed cases' length."""
+    s = {"native_params": {"seconds": str(seconds)}}
+    usemem = "vm-scalability/anon-w-seq"
+    return [
+        Case("anon-w-seq 4K nr_task=1", usemem, {"nr_task": "1", "size": size}, "never", THROUGHPUT),
+        Case("anon-w-seq 4K nr_task=2", usemem, {"nr_task": "2", "size": size}, "never", THROUGHPUT),
+        Case("anon-w-seq THP nr_task=1", usemem, {"nr_task": "1", "size": size}, "always", THROUGHPUT),
+        Case("anon-w-seq THP nr_task=2", usemem, {"nr_task": "2", "size": size}, "always", THROUGHPUT),
+        Case("anon-r-seq 4K nr_task=1", "vm-scalability/anon-r-seq", {"nr_task": "1", "size": size}, "never",
+             THROUGHPUT),
+        Case("anon-cow-seq 4K nr_task=2", "vm-scalability/anon-cow-seq", {"nr_task": "2", "size": size}, "never",
+             THROUGHPUT),
+        Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
+             {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
+        Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
+             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"),
+        Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
+             "never", THROUGHPUT),
+    ]
+
+
+def closest_kernel(release: str | None = None) -> str:
+    """The catalogued release nearest the host's: the newest not newer than it, else the oldest."""
+    from mmsim.kernels.catalog import KERNELS
+
+    host = sysinfo.kernel_version(release)
+    releases = [k for k in KERNELS if re.fullmatch(r"v\d+(\.\d+)*", k)]  # not commit-named kernels
+    versions = sorted((tuple(int(x) for x in k[1:].split(".")), k) for k in releases)
+    older = [k for v, k in versions if v <= host]
+    return older[-1] if older else versions[0][1]
+
+
+TIMES = ("vm-scalability.time.user_time", "vm-scalability.time.system_time")
+
+
+@dataclass
+class Side:
+    """One side of a case: the metric, CPU-time split, and why it is missing if it is."""
+
+    value: float | None = None
+    note: str = ""
+    times: dict[str, float] = field(default_factory=dict)  # user/system seconds where the workload reports them
+    runs: list[float] = field(default_factory=list)
+    cpu_share: float | None = None
+
+
+def _simulate(c: Case, machine: str, kernel: str) -> Side:
+    from mmsim.experiments.run import RunSpec, run
+    from mmsim.workloads.base import get_workload
+
+    try:
+        get_workload(c.workload)
+    except UserError:
+        return Side(note=f"{c.workload} not simulated in this build")
+    try:
+        r = run(RunSpec(workload=c.workload, machine=machine, kernel=kernel, policies={"thp": c.thp},
+                        params=dict(c.params)))
+    except UserError as e:
+        return Side(note=f"simulation refused: {e}")
+    v = r.metrics.get(c.metric)
+    times = {k: float(r.metrics[k]) for k in TIMES if k in r.metrics}
+    return Side(float(v), "", times) if v is not None else Side(note=f"simulation reports no {c.metric}")
+
+
+def cpu_share(d: dict[str, Any], tasks: int) -> float:
+    """CPU time the run got / (wall time x CPUs it could use): below 1 when other users held the CPUs."""
+    cpus = min(tasks, len(os.sched_getaffinity(0)))
+    wall = float(d["sim"]["wall_seconds"])
+    used = float(d["rusage"]["user_seconds"]) + float(d["rusage"]["system_seconds"])
+    return used / (wall * cpus) if wall > 0 else 0.0
+
+
+def _native(c: Case, repeats: int) -> Side:
+    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True)
+    runs: list[dict[str, Any]] = []
+    tasks = int(c.params.get("nr_task", 0)) or 2 * int(c.params.get("pairs", 1))
+    note = ""
+    try:
+        for _ in range(repeats):
+            runs.append(run_native(spec))
+    except Skip as e:
+        return Side(note=f"skipped natively: {e}")
+    if c.thp == "always" and not all(d["vmstat"].get("thp_fault_alloc") for d in runs):
+        note = "no THP fault natively (host THP off?)"
+    values = [float(d["metrics"][c.metric]) for d in runs]
+    mid = runs[values.index(statistics.median_low(values))]  # the median run, whole
+    times = {k: float(mid["metrics"][k]) for k in TIMES if k in mid["metrics"]}
+    share = statistics.median(cpu_share(d, tasks) for d in runs)
+    return Side(float(mid["metrics"][c.metric]), note, times, values, share)
+
+
+def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
+             log: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
+    """Run every case; one dict per case (``case``, ``native``, ``simulated``, ``error_pct``, ...)."""
+    import mmsim.machine as _machine
+
+    _machine.get_machine(machine)  # a bad --machine fails before anything runs
+    from mmsim.machine.host import config_path
+
+    if machine == "host" and not config_path().is_file():
+        log(f"host is not calibrated ({config_path()} missing): its cost model is estimates; run mmsim calibrate")
+    kernel = closest_kernel()
+    with terminate_as_exception():
+        rows = [_case_row(c, machine, kernel, repeats, log) for c in cases(size, seconds)]
+    return rows
+
+
+def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
+    log(c.name)
+    nat = _native(c, repeats)
+    sim = _simulate(c, machine, kernel) if nat.value is not None else Side()
+    err = None
+    if nat.value and sim.value is not None:
+        err = round(100.0 * (sim.value - nat.value) / nat.value, 1)
+    return {
+        "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
+        "native": nat.value, "simulated": sim.value, "error_pct": err,
+        "native_runs": nat.runs, "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
+        "native_times": nat.times, "simulated_times": sim.times,
+        "kernel": kernel, "machine": machine,
+        "note": "; ".join(n for n in (nat.note, sim.note) if n),
+    }

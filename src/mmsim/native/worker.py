@@ -1,0 +1,79 @@
+"""The process that runs one native workload: ``python -m mmsim.native.worker SPEC OUT``.
+
+It runs in its own session (process group) so the parent can always kill
+and reap it and everything it forked; under ``perf stat`` when perf is
+available. It snapshots /proc/vmstat and getrusage around the workload only
+(not the interpreter start-up) and writes one JSON object to ``OUT``.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+from mmsim.native import sysinfo
+from mmsim.native.workloads import get_native, resolve_native_params
+
+
+def _rusage() -> dict[str, float]:
+    s = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # forked tasks, once reaped
+    return {
+        "user_seconds": s.ru_utime + c.ru_utime,
+        "system_seconds": s.ru_stime + c.ru_stime,
+        "minor_faults": s.ru_minflt + c.ru_minflt,
+        "major_faults": s.ru_majflt + c.ru_majflt,
+        "voluntary_ctx_switches": s.ru_nvcsw + c.ru_nvcsw,
+        "involuntary_ctx_switches": s.ru_nivcsw + c.ru_nivcsw,
+    }
+
+
+def warm(nbytes: int, thp: str | None, hugetlb: bool) -> None:
+    """Touch ``nbytes`` (one store per 4 KiB) and free them, just before the measured run.
+
+    On a VM whose guest reports free pages to the hypervisor (virtio_balloon
+    free page reporting), freed 2 MiB blocks are unbacked after a delay and
+    the next fault on them waits for the hypervisor. Memory touched and freed
+    a moment ago is still backed, so the run measures the guest kernel.
+    The warm-up uses the run's own page size: THP blocks freed by a THP
+    mapping are the ones the next THP faults get back, and hugetlb pages
+    return to the pool, not the buddy allocator.
+    """
+    from mmsim.native import tasks
+
+    m = tasks.map_anon(nbytes, thp, hugetlb=hugetlb)
+    tasks.touch_pages(m)
+    m.close()
+
+
+def run_body(spec: dict[str, Any]) -> dict[str, Any]:
+    w = get_native(spec["workload"])
+    params = resolve_native_params(w, spec["params"])
+    thp = spec.get("thp")
+    if spec.get("warm"):
+        pages = w.hugetlb_pages(params)
+        warm(pages * sysinfo.HPAGE_BYTES if pages else w.footprint(params), thp, bool(pages))
+    r0, v0, t0 = _rusage(), sysinfo.read_vmstat(), time.perf_counter()
+    metrics = w.body(params, thp)
+    wall = time.perf_counter() - t0
+    r1, v1 = _rusage(), sysinfo.read_vmstat()
+    rusage = {k: round(r1[k] - r0[k], 6) for k in r0}
+    if w.name.startswith("vm-scalability/"):  # LKP's vm-scalability.time.* (from /usr/bin/time)
+        metrics["vm-scalability.time.user_time"] = rusage["user_seconds"]
+        metrics["vm-scalability.time.system_time"] = rusage["system_seconds"]
+    return {"metrics": metrics, "rusage": rusage, "vmstat": sysinfo.vmstat_delta(v0, v1), "wall_seconds": wall}
+
+
+def main(argv: list[str]) -> int:
+    spec_text, out = argv
+    result = run_body(json.loads(spec_text))
+    with open(out, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Networking paths of the kernel model: sk_buffs and AF_UNIX stream sockets."""

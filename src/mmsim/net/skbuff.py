@@ -1,0 +1,134 @@
+"""sk_buffs (net/core/skbuff.c, net/core/sock.c), at the depth AF_UNIX needs.
+
+An skb is a linear head (kmalloc'ed: slab, not the page allocator) plus
+page fragments from the page allocator. ``alloc_skb_with_frags`` (v6.2+,
+09c2c90705bb) takes the largest order <= the requested one that the
+remaining data fills — ``while (order && PAGE_ALIGN(data_len) < (PAGE_SIZE
+<< order)) order--`` — so a 32768-byte fragment is one order-3 page and
+28672 bytes are an order-2, an order-1 and an order-0 page. The pages are
+GFP_KERNEL: MIGRATE_UNMOVABLE.
+
+Copies into and out of an skb run at the rate Little's law gives for the
+core's L1D fill buffers and the latency of wherever the lines are: another
+core's cache (a line transfer, :meth:`Machine.xfer_ns`) when the data is
+hot, the page's node DRAM when it is cold. That is the same rule the
+presets use for a core's clear bandwidth (``FILL_BUFFERS`` x 64 B / latency).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from mmsim.engine.core import Task
+from mmsim.machine.presets import FILL_BUFFERS
+from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.mm.costs import path
+from mmsim.mm.page_alloc import MIGRATE_UNMOVABLE, PAGE_SIZE
+
+# include/linux/skbuff.h on x86-64, v6.6: sizeof(struct skb_shared_info) with MAX_SKB_FRAGS 17 is 320 B;
+# SKB_MAX_HEAD(0) = SKB_WITH_OVERHEAD(PAGE_SIZE) = 4096 - 320.
+SHINFO_SIZE = 320
+SKB_MAX_HEAD0 = PAGE_SIZE - SHINFO_SIZE
+# sizeof(struct sk_buff) rounded to its cache (skbuff_head_cache objects, 256 B): part of SKB_TRUESIZE.
+SKB_STRUCT_SIZE = 256
+LINE = 64
+
+
+class Skb:
+    __slots__ = ("len", "head_len", "frags", "truesize", "consumed", "writer_cpu")
+
+    def __init__(
+        self, head_len: int, length: int, frags: list[tuple[int, int, bool]], truesize: int, writer_cpu: int,
+    ) -> None:
+        self.head_len = head_len
+        self.len = length
+        self.frags = frags  # (pfn, order, hot when allocated)
+        self.truesize = truesize
+        self.consumed = 0
+        self.writer_cpu = writer_cpu
+
+
+def kmalloc_size(n: int) -> int:
+    """The kmalloc cache a head of ``n`` bytes lands in (powers of two from 32 B)."""
+    return 1 << max(5, (n - 1).bit_length())
+
+
+def alloc_skb_with_frags(
+    task: Task, system: Any, header_len: int, data_len: int, order: int, pending: int,
+) -> Generator[Any, Any, tuple[Skb, int]]:
+    """``alloc_skb_with_frags`` (v6.6). Returns the skb and busy ns not yet yielded."""
+    pa = system.page_alloc
+    node = system.machine.cpu_node(task.cpu)
+    ns, ins = path("alloc_skb_with_frags", system.machine.freq_ghz)
+    pending += system.counters.busy(task.cpu, "alloc_skb_with_frags", ns, ins)
+    frags: list[tuple[int, int, bool]] = []
+    truesize = SKB_STRUCT_SIZE + kmalloc_size(header_len + SHINFO_SIZE)
+    left = data_len
+    while left:
+        while order and -(-left // PAGE_SIZE) * PAGE_SIZE < PAGE_SIZE << order:
+            order -= 1
+        pfn, pending = yield from pa.alloc_pages_pfn(task, node, order, MIGRATE_UNMOVABLE, pending)
+        frags.append((pfn, order, pa.last_alloc_hot))
+        chunk = min(left, PAGE_SIZE << order)
+        truesize += PAGE_SIZE << order
+        left -= chunk
+    return Skb(header_len, header_len + data_len, frags, truesize, task.cpu), pending
+
+
+def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
+    """A copy of ``nbytes`` whose far side has ``latency_ns`` per line: Little's
+    law on the fill buffers."""
+    return int(nbytes / LINE * latency_ns / FILL_BUFFERS) + 1
+
+
+def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: str) -> int:
+    """``skb_copy_datagram_from_iter``: the writer fills the head and the frags.
+    A hot fragment's lines come from the reader's cache (it read them last), a
+    cold one's from DRAM; the user buffer is in the writer's own L2. Charges
+    and returns the ns; counts LLC references (every skb line misses L2) and
+    misses (the lines of cold fragments)."""
+    m = system.machine
+    cpu = task.cpu
+    c = system.counters
+    hot_lat = m.xfer_ns(peer_cpu, cpu) or m.cost.line_xfer_smt_ns
+    left = skb.len - skb.head_len
+    ns = copy_ns(system, cpu, skb.head_len, hot_lat) if skb.head_len else 0
+    cold_lines = 0
+    for pfn, order, hot in skb.frags:
+        b = min(PAGE_SIZE << order, left)  # the data in this fragment
+        left -= b
+        if hot:
+            ns += copy_ns(system, cpu, b, hot_lat)
+        else:
+            node = system.page_alloc.page_node(pfn)
+            lat = m.nodes[node].latency_ns * m.distances[m.cpu_node(cpu)][node] / 10
+            ns += copy_ns(system, cpu, b, lat)
+            cold_lines += b // LINE
+    p = c.perf[cpu]
+    p[CACHE_REFERENCES] += skb.len // LINE
+    p[CACHE_MISSES] += cold_lines
+    charged: int = c.busy(cpu, func, ns, skb.len // 8)
+    return charged
+
+
+def skb_copy_to_iter(task: Task, system: Any, skb: Skb, nbytes: int, func: str) -> int:
+    """``skb_copy_datagram_iter``: the reader copies ``nbytes`` the writer just
+    wrote (lines modified in the writer's cache) into its own user buffer."""
+    m = system.machine
+    cpu = task.cpu
+    lat = m.xfer_ns(skb.writer_cpu, cpu) or m.cost.line_xfer_smt_ns
+    system.counters.perf[cpu][CACHE_REFERENCES] += nbytes // LINE
+    charged: int = system.counters.busy(cpu, func, copy_ns(system, cpu, nbytes, lat), nbytes // 8)
+    return charged
+
+
+def skb_release_data(task: Task, system: Any, skb: Skb, pending: int) -> Generator[Any, Any, int]:
+    """``consume_skb`` → ``skb_release_data``: ``put_page`` of every fragment on
+    the consuming CPU, i.e. ``free_unref_page`` of each compound page, in frag
+    order. Returns busy ns not yet yielded."""
+    pa = system.page_alloc
+    for pfn, order, _ in skb.frags:
+        pending = yield from pa.free_pages(task, pfn, order, pending)
+    skb.frags = []
+    return pending

@@ -1,0 +1,152 @@
+"""lmbench3 ``bw_unix``: AF_UNIX stream socket bandwidth, as LKP's lmbench3
+job runs it (``bw_unix -P <pairs>``), reported as LKP's
+``lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec``.
+
+lmbench's ``bw_unix.c``: each of the ``-P`` benchmark processes makes a
+``socketpair(AF_UNIX, SOCK_STREAM)`` and forks a writer. Per iteration the
+reader writes the byte count (``-M``, default ``XFER`` = 10 MiB) to a control
+pipe, the writer ``write()``s it in ``-m`` chunks (``XFERSIZE`` = 64 KiB) and
+the reader ``read()``s ``-m`` at a time until it has it all. lmbench prints
+``mb(get_n() * parallel * XFER)``: total bytes / elapsed / 2^20.
+
+Model choices (stated, not hidden): each pair runs ``warmup`` untimed
+iterations then ``repetitions`` timed ones (lmbench's ``-W`` is a time and
+``benchmp`` picks the iteration count; here both are counts); the bandwidth
+is pairs × timed bytes / the median pair's timed duration. Tasks stay on
+the CPUs the scheduler would spread them to on an idle machine: one
+physical core each, pairs alternating between sockets (load balancing across
+nodes), reader and writer of a pair on neighbouring cores of one socket
+(wake-affine keeps them in one LLC); past one task per core, SMT siblings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from statistics import median
+from typing import Any
+
+from mmsim.engine.core import Task
+from mmsim.errors import UserError
+from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.mm.costs import path
+from mmsim.net.af_unix import UnixSock, socketpair, unix_stream_recvmsg, unix_stream_sendmsg
+from mmsim.workloads.base import ParamInfo, parse_int, register
+
+XFERSIZE = 64 * 1024  # lmbench bench.h
+XFER = 10 * 1024 * 1024  # bw_unix.c
+MB = 1024 * 1024  # lmbench bench.h: mb() divides by MB = 2^20
+
+
+def parse_lm_bytes(v: str) -> int:
+    """lmbench's ``bytes()``: k/m suffixes are powers of 1024."""
+    s = str(v).strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:], 1)
+    num = s[:-1] if s[-1:] in "kmg" else s
+    if not num.isdigit() or int(num) == 0:
+        raise ValueError
+    return int(num) * mult
+
+
+def pair_cpus(machine: Any, pairs: int) -> list[tuple[int, int]]:
+    """(reader CPU, writer CPU) of each pair: see the module docstring."""
+    ns = len(machine.sockets)
+    cores = machine.sockets[0].cores
+    out = []
+    for i in range(pairs):
+        sock = i % ns
+        k = 2 * (i // ns)  # this pair's first core index on its socket
+        smt, k = divmod(k, cores)
+        base = sock * cores + smt * machine.ncores
+        out.append((base + k, base + k + 1))
+    return out
+
+
+class BwUnix:
+    name = "lmbench/bw_unix"
+    description = "lmbench3 bw_unix: P process pairs stream over AF_UNIX sockets; aggregate MB/sec"
+    params = {
+        "pairs": ParamInfo(1, "-P: parallelism (reader/writer process pairs)", parse_int(1), "an integer >= 1"),
+        "msg": ParamInfo(XFERSIZE, "-m: bytes per write()/read() (XFERSIZE = 64k)", parse_lm_bytes,
+                         "a size like 64k"),
+        "bytes": ParamInfo(XFER, "-M: bytes per iteration (XFER = 10m)", parse_lm_bytes, "a size like 10m"),
+        "warmup": ParamInfo(1, "untimed iterations per pair (lmbench -W is a time)", parse_int(0),
+                            "an integer >= 0"),
+        "repetitions": ParamInfo(3, "timed iterations per pair (lmbench -N)", parse_int(1), "an integer >= 1"),
+    }
+
+    def command(self, p: dict[str, Any]) -> str:
+        return f"bw_unix -P {p['pairs']} -m {p['msg']} -M {p['bytes']}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        m = system.machine
+        if 2 * p["pairs"] > m.ncpus:
+            raise UserError("-p pairs", p["pairs"], f"at most {m.ncpus // 2} on {m.name} (two CPUs per pair)")
+        if p["bytes"] % p["msg"]:  # bw_unix.c rounds the total up to a multiple of xfer
+            p["bytes"] += p["msg"] - p["bytes"] % p["msg"]
+        st: dict[str, Any] = {"durations": [], "ends": [], "refs": 0, "misses": 0}
+        system.workload_state = st
+        for i, (rcpu, wcpu) in enumerate(pair_cpus(m, p["pairs"])):
+            wsk, rsk = socketpair(system, wcpu, rcpu)
+            ctl: dict[str, Any] = {"todo": 0, "waiter": None}
+            reader = Task(2 * i, f"bw_unix/{i}", cpu=rcpu)
+            writer = Task(2 * i + 1, f"bw_unix/{i}w", cpu=wcpu)
+            system.sched.spawn(reader, self._reader(system, reader, rsk, ctl, p, (rcpu, wcpu)))
+            system.sched.spawn(writer, self._writer(system, writer, wsk, ctl, p))
+
+    def _reader(
+        self, s: Any, t: Task, sk: UnixSock, ctl: dict[str, Any], p: dict[str, Any], cpus: tuple[int, int],
+    ) -> Generator[Any, Any, None]:
+        start = 0
+        perf = s.counters.perf
+        refs0 = miss0 = 0
+        pipe_ns, pipe_ins = path("pipe_write", s.machine.freq_ghz)
+        for it in range(p["warmup"] + p["repetitions"]):
+            if it == p["warmup"]:
+                start = s.engine.now
+                refs0 = sum(perf[c][CACHE_REFERENCES] for c in cpus)
+                miss0 = sum(perf[c][CACHE_MISSES] for c in cpus)
+            ctl["todo"] += p["bytes"]  # write(control[1], &todo, sizeof(todo))
+            yield s.counters.busy(t.cpu, "pipe_write", pipe_ns, pipe_ins)
+            if ctl["waiter"] is not None:
+                w, ctl["waiter"] = ctl["waiter"], None
+                s.sched.wake_up(w)
+            done = 0
+            while done < p["bytes"]:
+                done += yield from unix_stream_recvmsg(t, sk, p["msg"])
+        st = s.workload_state
+        st["refs"] += sum(perf[c][CACHE_REFERENCES] for c in cpus) - refs0
+        st["misses"] += sum(perf[c][CACHE_MISSES] for c in cpus) - miss0
+        st["durations"].append(s.engine.now - start)
+        st["ends"].append(s.engine.now)
+        s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
+
+    def _writer(
+        self, s: Any, t: Task, sk: UnixSock, ctl: dict[str, Any], p: dict[str, Any],
+    ) -> Generator[Any, Any, None]:
+        pipe_ns, pipe_ins = path("pipe_write", s.machine.freq_ghz)
+        for _ in range(p["warmup"] + p["repetitions"]):
+            while not ctl["todo"]:  # read(controlfd, &todo, sizeof(todo))
+                ctl["waiter"] = t
+                yield s.sched.sleep(t)
+            todo, ctl["todo"] = ctl["todo"], 0
+            yield s.counters.busy(t.cpu, "pipe_read", pipe_ns, pipe_ins)
+            done = 0
+            while done < todo:
+                done += yield from unix_stream_sendmsg(t, sk, p["msg"])
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        st = system.workload_state
+        d = median(st["durations"]) if st["durations"] else 0
+        bw = p["pairs"] * p["repetitions"] * p["bytes"] / (d / 1e9) / MB if d else 0.0
+        pa = system.page_alloc
+        return {
+            "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": round(bw, 2),
+            "bw_unix.timed_seconds": d / 1e9,
+            # perf's cache-misses / cache-references on the pairs' CPUs over the timed iterations
+            "bw_unix.llc_miss_rate": st["misses"] / st["refs"] if st["refs"] else 0.0,
+            "bw_unix.reused_hot_pages": pa.reuse.hot_pages,
+            "bw_unix.cold_pages": pa.reuse.cold_pages,
+        }
+
+
+register(BwUnix())

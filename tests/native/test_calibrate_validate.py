@@ -1,0 +1,146 @@
+"""calibrate -> machine YAML the ``host`` preset reads; validate -> one row per case."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mmsim.native.validate as val
+from mmsim.cli import main
+from mmsim.machine import yamlio
+from mmsim.machine.host import detect_host, host_machine
+from mmsim.native.calibrate import build_machine, calibrate
+
+RAW: dict[str, Any] = {
+    "fault_4k_ns": 1500.0,
+    "fault_thp_ns": 204800.0,  # 2 MiB in 204.8 us = 10.24 GB/s
+    "core_bw_gbs": {"read": 12.0, "write": 8.0, "copy": 14.0},
+    "all_cpu_bw_gbs": {"read": 30.0, "write": 18.0},
+    "pairs": {"socket": {"cpus": [0, 1], "line_xfer_ns": 80.0}},
+    "ctx_switch_ns": 1000.0,
+    "futex_wake_ns": 6000.0,
+}
+
+
+def test_build_machine_derives_each_field_from_its_measurement() -> None:
+    m, notes = build_machine(RAW, detect_host())
+    c = m.cost
+    assert c.core_clear_gbs == pytest.approx(10.24, abs=1e-3)
+    assert c.line_xfer_socket_ns == 80.0
+    assert c.ctx_switch_ns == 1000.0
+    assert c.wakeup_ns == 5000.0  # the model adds ctx_switch_ns on top of wakeup_ns
+    assert c.page_fault_ns < 1500.0 - 4096 / 10.24  # clear and path costs taken out
+    assert m.nodes[0].read_bw_gbs == 30.0 and m.nodes[0].write_bw_gbs == 18.0
+    for f in ("core_clear_gbs", "page_fault_ns", "line_xfer_socket_ns", "ctx_switch_ns", "wakeup_ns"):
+        assert c.sources[f].startswith("native measurement: mmsim calibrate"), f
+    assert any("line_xfer_smt_ns" in n for n in notes) == (m.sockets[0].threads_per_core == 1)
+    assert yamlio.dict_to_machine(yamlio.machine_to_dict(m)) == m
+
+
+def test_residual_at_or_below_zero_is_floored_and_noted() -> None:
+    m, notes = build_machine({**RAW, "fault_4k_ns": 100.0}, detect_host())
+    assert m.cost.page_fault_ns == 1.0
+    assert any("page_fault_ns residual" in n for n in notes)
+
+
+def test_calibrate_writes_the_file_the_host_preset_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    r = calibrate()
+    path = tmp_path / "mmsim" / "host.yaml"
+    assert r["path"] == str(path) and path.is_file()
+    m = host_machine()
+    assert "calibrated by mmsim calibrate" in m.description
+    assert m.cost.sources["ctx_switch_ns"].startswith("native measurement")
+    assert r["measurements"]["fault_4k_ns"] > 0
+
+
+def test_closest_kernel() -> None:
+    from mmsim.kernels.catalog import KERNELS
+
+    assert val.closest_kernel("4.13.0") == "v4.13"
+    assert val.closest_kernel("3.13.5-generic") == "v3.13"
+    assert val.closest_kernel("2.6.32") == "v3.12"  # older than every catalogued kernel: the oldest
+    k = val.closest_kernel("6.18.44-fc")
+    v = tuple(int(x) for x in k[1:].split("."))
+    releases = [n for n in KERNELS if re.fullmatch(r"v\d+(\.\d+)*", n)]  # not the commit-named kernels
+    newer = [n for n in releases if v < tuple(int(x) for x in n[1:].split(".")) <= (6, 18)]
+    assert v <= (6, 18) and newer == []
+
+
+def test_validation_set_is_the_issue_list() -> None:
+    cs = val.cases()
+    names = [c.name for c in cs]
+    assert len(names) == len(set(names)) == 9
+    w = {(c.workload, c.params.get("nr_task"), c.thp) for c in cs}
+    for n in ("1", "2"):
+        assert ("vm-scalability/anon-w-seq", n, "never") in w
+        assert ("vm-scalability/anon-w-seq", n, "always") in w
+    assert ("will-it-scale/page_fault1", "2", "never") in w
+    assert any(c.workload == "lmbench/bw_unix" and c.params == {"pairs": "1"} for c in cs)
+
+
+ALL_CASES = val.cases
+
+
+def _small_cases(size: str = "16m", seconds: float = 0.05) -> list[val.Case]:
+    keep = ("anon-w-seq 4K nr_task=1", "bw_unix pairs=1")
+    return [c for c in ALL_CASES(size, seconds) if c.name in keep]
+
+
+def test_validate_rows_for_missing_simulations(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmsim.workloads.base as wb
+
+    wb._load_builtin()
+    for c in _small_cases():
+        monkeypatch.delitem(wb.WORKLOADS, c.workload, raising=False)
+    monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases())
+    rows = val.validate("tiny", repeats=1)
+    assert [r["case"] for r in rows] == ["anon-w-seq 4K nr_task=1", "bw_unix pairs=1"]
+    for r in rows:
+        assert r["native"] > 0
+        assert r["native_cpu_share"] > 0  # rusage over wall clock of the same runs
+        assert r["simulated"] is None and r["error_pct"] is None
+        assert "not simulated in this build" in r["note"]
+
+
+def test_validate_error_pct(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases()[:1])
+    monkeypatch.setattr(val, "_native", lambda c, repeats: val.Side(200.0, "", {}, [200.0], 0.9))
+    monkeypatch.setattr(val, "_simulate", lambda c, machine, kernel: val.Side(150.0))
+    (row,) = val.validate("tiny")
+    assert row["error_pct"] == -25.0
+    assert row["native_cpu_share"] == 0.9
+
+
+def test_validate_cli_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases(size, seconds))
+    code = main(["validate", "--machine", "tiny", "--size", "16m", "--seconds", "0.05", "--repeats", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [sorted({"case", "native", "simulated", "error_pct"} & set(r)) for r in out] == \
+        [["case", "error_pct", "native", "simulated"]] * 2
+
+
+def test_validate_bad_machine_fails_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--machine", "no-such-machine"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_calibrate_cli_json_and_the_file_loads(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "host.yaml"
+    assert main(["calibrate", "--out", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["path"] == str(out)
+    assert {"fault_4k_ns", "fault_thp_ns", "core_bw_gbs", "all_cpu_bw_gbs", "ctx_switch_ns"} <= set(d["measurements"])
+    assert main(["machine", "show", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["page_fault_ns"] == d["cost"]["page_fault_ns"]
+
+
+def test_calibrate_to_a_directory_fails_before_measuring(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["calibrate", "--out", str(tmp_path)]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--out" in err
