@@ -47,9 +47,12 @@ Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last resu
 
 
 def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
-    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a YAML path is taken whole."""
-    if Path(text).is_file() or text.endswith((".yaml", ".yml")):
-        return text, ()
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
+    path is taken whole."""
+    from mmsim.kernels.catalog import KERNELS
+
+    if text in KERNELS or Path(text).is_file() or text.endswith((".yaml", ".yml")):
+        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
     base, *patches = text.split("+")
     return base, tuple(p for p in patches if p)
 

@@ -98,7 +98,8 @@ def mechanism_lines(d: dict[str, Any], top: int = 4, min_pp: float = 0.1) -> lis
     out = []
     for m in locks:
         name = m["metric"][len("lock_stat."):-len(".wait-share%")]
-        out.append(f"mechanism: {m['a']['mean']:.2f}% -> {m['b']['mean']:.2f}% of CPU time waiting for {name}")
+        # wait time over task-clock: sleeping waits count too, so this can pass 100 %
+        out.append(f"mechanism: waiting for {name}: {m['a']['mean']:.2f}% -> {m['b']['mean']:.2f}% of task-clock")
     for m in prof:
         sym = m["metric"].split("cycles-pp.", 1)[-1]
         out.append(f"mechanism: {m['a']['mean']:.2f}% -> {m['b']['mean']:.2f}% of cycles in {sym}")

@@ -4,8 +4,9 @@
 (machine, kernel[, other swept params]), error bars = standard deviation
 over the seeds. ``profile``: the cycle profile's top symbols, arm A against
 arm B (``arm_profiles``: the arms of a reproduce experiment).
-``lock_waits``: the share of CPU time spent waiting for each lock class,
-stacked, per arm (compare) or per point (sweep).
+``lock_waits``: each lock class's wait time as a share of task-clock
+(sleeping waits included, so the stack can pass 100 %), per arm (compare)
+or per point (sweep).
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no
 pyplot, no global state, no display needed).
@@ -155,7 +156,7 @@ def lock_waits(data: dict[str, Any]) -> Figure:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=30 if len(bars) > 2 else 0, ha="right"
                   if len(bars) > 2 else "center", fontsize=7)
-    ax.set_ylabel("% of CPU time waiting (lock_stat wait / task-clock)")
+    ax.set_ylabel("lock wait time, % of task-clock (sleeping waits included)")
     ax.set_title(f"{data['workload']}: lock-wait breakdown", fontsize=9)
     if classes:
         ax.legend(fontsize=7)

@@ -12,7 +12,9 @@ Two tables:
 ``metrics``
     one row per (run_id, name): every number of the run flattened by
     :func:`flat_metrics` (benchmark metric, perf-stat, proc-vmstat,
-    perf-profile, lock_stat, sim).
+    perf-profile, lock_stat, sim). ``lock_stat.CLASS.wait-share%`` is the class's
+    total wait time over task-clock: waits spent asleep are not CPU time, so
+    for sleeping locks it can exceed 100 %.
 
 The default file is ``$MMSIM_RESULTS`` if set, else
 ``$XDG_DATA_HOME/mmsim/results.duckdb`` (``~/.local/share/mmsim/...``);
