@@ -25,6 +25,10 @@ def test_parse_grid_and_kernel() -> None:
         parse_grid({"tasks": "1,,2"})
     assert executors.parse_kernel("v3.12+e009bb30c8df+a33fda35e3a7") == ("v3.12", ("e009bb30c8df", "a33fda35e3a7"))
     assert executors.parse_kernel("v4.14") == ("v4.14", ())
+    from mmsim.kernels.catalog import KERNELS
+
+    for name in KERNELS:  # a catalogued name is taken whole, even with a "+" in it (c0d0381ade79+fix)
+        assert executors.parse_kernel(name) == (name, ())
 
 
 def test_serial_process_dask_identical(store_path: Path) -> None:
