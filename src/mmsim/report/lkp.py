@@ -40,17 +40,23 @@ def _pct(x: float | None) -> str:
 
 
 def lkp_table(d: dict[str, Any], show_all: bool = False) -> str:
-    """The LKP compare table of a ``Comparison.to_dict()``: benchmark metrics always, the rest when significant."""
+    """The LKP compare table of a ``Comparison.to_dict()``: benchmark metrics always, the rest when significant.
+
+    LKP's columns are 10 characters wide; they widen here when a value (a
+    byte count, a cycle count) or a %change does not fit, so they stay aligned.
+    """
     a, b = d["arms"][0]["kernel"], d["arms"][1]["kernel"]
-    lines = [f"{a:>16} {b:>27}", "-" * 16 + " " + "-" * 27,
-             f"{'%stddev':>16} {'%change':>11} {'%stddev':>15}",
-             " " * 15 + "\\" + " " * 10 + "|" + " " * 16 + "\\"]
-    for m in d["metrics"]:
-        if not (m["benchmark"] or m["significant"] or show_all):
-            continue
-        left = f"{_val(m['a']['mean']):>10}{_sd(m['a']['pct_stddev'])}"
-        right = f"{_val(m['b']['mean']):>10}{_sd(m['b']['pct_stddev'])}"
-        lines.append(f"{left} {_pct(m['pct_change']):>10} {right}  {m['metric']}")
+    rows = [m for m in d["metrics"] if m["benchmark"] or m["significant"] or show_all]
+    w = max([10] + [len(_val(m[k]["mean"])) for m in rows for k in ("a", "b")])
+    cw = max([10] + [len(_pct(m["pct_change"])) for m in rows])  # the %change column
+    pad, cpad = w - 10, cw - 10
+    lines = [f"{a:>{16 + pad}} {b:>{27 + pad + cpad}}", "-" * (16 + pad) + " " + "-" * (27 + pad + cpad),
+             f"{'%stddev':>{16 + pad}} {'%change':>{11 + cpad}} {'%stddev':>{15 + pad}}",
+             " " * (15 + pad) + "\\" + " " * (10 + cpad) + "|" + " " * (16 + pad) + "\\"]
+    for m in rows:
+        left = f"{_val(m['a']['mean']):>{w}}{_sd(m['a']['pct_stddev'])}"
+        right = f"{_val(m['b']['mean']):>{w}}{_sd(m['b']['pct_stddev'])}"
+        lines.append(f"{left} {_pct(m['pct_change']):>{cw}} {right}  {m['metric']}")
     return "\n".join(lines)
 
 
