@@ -141,3 +141,22 @@ def test_background_writer_stores_finished_runs_before_the_sweep_ends(store_path
     w.put(StoredRun(spec_hash({"x": 2}), {"x": 2}, 0, res))
     w.close()
     assert st.count() == 2
+
+
+def test_a_model_change_invalidates_stored_runs(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs are keyed by the model's source fingerprint too: new model code, new runs (same version number)."""
+    st = Store(store_path)
+    assert sweep("lockstress", SMALL, executor="serial", store=st).executed == 1
+    assert sweep("lockstress", SMALL, executor="serial", store=st).executed == 0
+    monkeypatch.setattr(executors, "model_fingerprint", lambda: "0123456789abcdef")
+    assert sweep("lockstress", SMALL, executor="serial", store=st).executed == 1
+    assert st.count() == 2
+
+
+def test_model_fingerprint_covers_the_model_not_the_workflow() -> None:
+    fp = executors.model_fingerprint()
+    assert len(fp) == 16 and executors.canonical(RunSpec("lockstress"))["model"] == fp
+    for model_file in ("mm/memory.py", "locks/spinlock.py", "experiments/run.py", "workloads/lockstress.py"):
+        assert not model_file.startswith(executors._NOT_MODEL)
+    for other in ("report/html.py", "cli_workflow.py", "cli.py", "results/store.py", "experiments/compare.py"):
+        assert other.startswith(executors._NOT_MODEL)

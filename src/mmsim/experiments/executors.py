@@ -23,6 +23,7 @@ nothing but its spec and seed, so every executor gives the same metrics
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -57,6 +58,28 @@ def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
     return base, tuple(p for p in patches if p)
 
 
+# Modules that cannot change a run's result: the workflow around it, reports, the CLI.
+_NOT_MODEL = ("cli", "report/", "results/", "experiments/compare", "experiments/sweep", "experiments/bisect",
+              "experiments/stats", "experiments/executors", "experiments/reproduce", "experiments/exp_", "native/")
+
+
+@functools.cache
+def model_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of the model's source: every ``.py`` under ``mmsim/`` except the
+    workflow, report and CLI modules. Part of every run's key, so a stored run is reused only by
+    the same model code — not just the same version number, which stays put during development."""
+    import mmsim
+
+    root = Path(mmsim.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith(_NOT_MODEL):
+            continue
+        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def canonical(spec: RunSpec) -> dict[str, Any]:
     """A spec's inputs as the model sees them, validated: resolved params and policies, file contents hashed.
 
@@ -80,6 +103,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
         "mmsim_version": mmsim.__version__,
+        "model": model_fingerprint(),
     }
     for key, name in (("machine_file", spec.machine), ("kernel_file", spec.kernel)):
         if Path(name).is_file():
