@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mmsim import cli_native
+from mmsim import cli_native, cli_workflow
 from mmsim.errors import UserError
 from mmsim.report import jsonout
 from mmsim.report.tables import Doc, Table, render
@@ -33,6 +33,7 @@ app = typer.Typer(
 machine_app = typer.Typer(help="Inspect one machine preset or YAML file.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
 cli_native.register(app)  # mmsim native / calibrate / validate
+cli_workflow.register(app)  # mmsim compare / sweep / bisect / results / plot / report
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 

@@ -1,0 +1,341 @@
+"""The kernel-test-robot workflow commands: compare, sweep, bisect, results, plot, report.
+
+Registered on the main app by :func:`register`; each command parses options,
+calls one library function (:mod:`mmsim.experiments.compare`, ``sweep``,
+``bisect``, :mod:`mmsim.results`, :mod:`mmsim.report.plots`,
+:mod:`mmsim.report.html`) and prints through the main CLI's ``_emit``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mmsim.errors import UserError
+
+if TYPE_CHECKING:
+    from mmsim.experiments.executors import Progress
+    from mmsim.results.store import Store
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+MachineOpt = Annotated[str, typer.Option("--machine", "-m", help="Preset name or machine YAML file.")]
+ParamOpt = Annotated[list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a kernel policy in every arm: policy=value.")]
+RunsOpt = Annotated[int, typer.Option("--runs", "-r", help="Runs per kernel (seeds seed, seed+1, ...).")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="First seed.")]
+ExecOpt = Annotated[str, typer.Option("--executor", help="serial, process (local pool) or dask.")]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Worker processes (default: the usable CPUs).")]
+SchedOpt = Annotated[
+    str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://HOST:PORT (with --executor dask).")
+]
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Results store file (default: $MMSIM_RESULTS or "
+                             "~/.local/share/mmsim/results.duckdb).")
+]
+NoStoreOpt = Annotated[bool, typer.Option("--no-store", help="Do not read or write the results store.")]
+FreshOpt = Annotated[bool, typer.Option("--fresh", help="Re-run even the runs found in the store (and replace them).")]
+ProgressOpt = Annotated[
+    bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when a terminal).")
+]
+
+
+def _store(path: str | None, no_store: bool) -> Store | None:
+    from mmsim.results.store import Store
+
+    return None if no_store else Store(path)
+
+
+def _progress(enabled: bool | None, label: str) -> tuple[AbstractContextManager[Any], Progress | None]:
+    """A rich progress bar (description, bar, done/total, elapsed, ETA) on stderr, and its update callback."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return nullcontext(), None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int, last: dict[str, Any]) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, update
+
+
+def _emit(doc: Any) -> None:
+    from mmsim.cli import _emit as emit
+
+    emit(doc)
+
+
+def _emit_json(data: object) -> None:
+    from mmsim.cli import _emit_json as emit
+
+    emit(data)
+
+
+def _assign(option: str, values: list[str] | None) -> dict[str, str]:
+    from mmsim.cli import parse_assignments
+
+    return parse_assignments(option, values)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise UserError("INPUT", str(path), f"a readable JSON file ({e.strerror})") from None
+    except json.JSONDecodeError:
+        raise UserError("INPUT", str(path), "the --json output of mmsim compare, sweep, bisect or reproduce") from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the workflow commands to the main ``mmsim`` app."""
+    app.command("compare")(compare_cmd)
+    app.command("sweep")(sweep_cmd)
+    app.command("bisect")(bisect_cmd)
+    results_app = typer.Typer(help="The results store: list, export.", no_args_is_help=True)
+    results_app.command("list")(results_list_cmd)
+    results_app.command("export")(results_export_cmd)
+    results_app.command("path")(results_path_cmd)
+    app.add_typer(results_app, name="results")
+    app.command("plot")(plot_cmd)
+    app.command("report")(report_cmd)
+
+
+def compare_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    kernel: Annotated[list[str], typer.Option("--kernel", "-k", help="Kernel A, then B; BASE+PATCH+... allowed.")],
+    machine: MachineOpt = "tiny",
+    param: ParamOpt = None,
+    set_: SetOpt = None,
+    runs: RunsOpt = 3,
+    seed: SeedOpt = 0,
+    executor: ExecOpt = "process",
+    workers: WorkersOpt = None,
+    scheduler: SchedOpt = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
+    fresh: FreshOpt = False,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
+    progress: ProgressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """A/B compare over repeated runs: LKP's %stddev/%change table, significance and the robot's verdict."""
+    from mmsim.experiments.compare import compare
+    from mmsim.report.lkp import compare_doc
+
+    params, policies = _assign("-p/--param", param), _assign("--set", set_)
+    bar, cb = _progress(progress, f"compare {workload}")
+    with bar:
+        c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
+                    _store(store, no_store), fresh, cb)
+    d = c.to_dict()
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(compare_doc(d, show_all))
+
+
+def sweep_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=v1,v2,... (a list is swept).")] = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="Kernel (repeatable).")] = None,
+    machine: Annotated[list[str] | None, typer.Option("--machine", "-m", help="Machine (repeatable).")] = None,
+    set_: SetOpt = None,
+    runs: Annotated[int, typer.Option("--runs", "-r", help="Runs per point (seeds seed, seed+1, ...).")] = 1,
+    seed: SeedOpt = 0,
+    executor: ExecOpt = "process",
+    workers: WorkersOpt = None,
+    scheduler: SchedOpt = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
+    fresh: FreshOpt = False,
+    metric: Annotated[str | None, typer.Option("--metric", help="Show this metric (default: the benchmark's).")] = None,
+    progress: ProgressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Sweep the cartesian grid machines × kernels × -p lists; points already in the store are not re-run."""
+    from mmsim.experiments.sweep import sweep
+    from mmsim.report.lkp import sweep_doc
+
+    params, policies = _assign("-p/--param", param), _assign("--set", set_)
+    bar, cb = _progress(progress, f"sweep {workload}")
+    with bar:
+        s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
+                  _store(store, no_store), fresh, cb)
+    d = s.to_dict()
+    if metric and not any(metric in p["summary"] for p in d["points"]):
+        raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(sweep_doc(d, metric))
+
+
+def bisect_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    good: Annotated[str | None, typer.Option("--good", help="Good kernel (BASE+PATCH+... allowed).")] = None,
+    bad: Annotated[str | None, typer.Option("--bad", help="Bad kernel: --good plus the series.")] = None,
+    series: Annotated[
+        Path | None, typer.Option("--series", help="YAML series file (base, patches) instead of --good/--bad.")
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="Metric to bisect (default: the headline KPI, e.g. throughput).")
+    ] = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="Change (%) that makes a step bad.")] = 5.0,
+    machine: MachineOpt = "tiny",
+    param: ParamOpt = None,
+    runs: RunsOpt = 3,
+    max_runs: Annotated[int | None, typer.Option("--max-runs", help="Runs per step when unstable (3 × -r).")] = None,
+    max_stddev: Annotated[float, typer.Option("--max-stddev", help="Stability: %stddev bound.")] = 5.0,
+    max_spread: Annotated[float, typer.Option("--max-spread", help="Stability: (max-min)/mean bound, %.")] = 10.0,
+    seed: SeedOpt = 0,
+    executor: ExecOpt = "process",
+    workers: WorkersOpt = None,
+    scheduler: SchedOpt = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
+    progress: ProgressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find the first patch of an ordered series that moves METRIC by --threshold %."""
+    from mmsim.experiments.bisect import bisect, load_series, series_from_kernels
+    from mmsim.report.lkp import bisect_doc
+
+    if series is not None:
+        if good or bad:
+            raise UserError("--series", str(series), "either --series or --good/--bad, not both")
+        ser = load_series(series)
+    elif good and bad:
+        ser = series_from_kernels(good, bad)
+    else:
+        raise UserError("--good/--bad", f"{good}/{bad}", "both --good and --bad, or --series FILE")
+    bar, cb = _progress(progress, f"bisect {workload}")
+    with bar:
+        b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
+                   max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
+    d = b.to_dict()
+    if json_out:
+        _emit_json(d)
+    else:
+        _emit(bisect_doc(d))
+
+
+_Filter = Annotated[str | None, typer.Option(help="Keep only this value.")]
+
+
+def results_list_cmd(
+    workload: _Filter = None,
+    machine: _Filter = None,
+    kernel: _Filter = None,
+    metric: Annotated[str | None, typer.Option(help="Show metrics whose name contains this.")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs (newest).")] = 50,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the stored runs (filtered), with one metric's value per run when --metric is given."""
+    from mmsim.report.tables import Table, fmt_num
+    from mmsim.results.store import Store
+
+    st = Store(store)
+    filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
+    if metric:
+        df = st.metrics(metric=metric, **filters)
+        cols = ["run_id", "workload", "machine", "kernel", "params", "seed", "metric", "value"]
+    else:
+        df = st.runs(**filters)
+        cols = ["run_id", "workload", "machine", "kernel", "params", "seed", "mmsim_version", "created"]
+    df = df.tail(limit) if not df.empty else df
+    if json_out:
+        _emit_json([{c: (str(r[c]) if c == "created" else r[c]) for c in cols} for r in df.to_dict("records")]
+                   if not df.empty else [])
+        return
+    t = Table(cols, align="llllllll" if not metric else "lllllrlr",
+              title=f"{st.path}: {st.count()} run(s) stored; showing {len(df)}")
+    for r in df.to_dict("records") if not df.empty else []:
+        t.rows.append([fmt_num(r[c]) if c in ("value",) else str(r[c]) for c in cols])
+    _emit([t])
+
+
+def results_export_cmd(
+    output: Annotated[Path, typer.Argument(help="Output file: .csv or .parquet.")],
+    workload: _Filter = None,
+    machine: _Filter = None,
+    kernel: _Filter = None,
+    metric: Annotated[str | None, typer.Option(help="Keep metrics whose name contains this.")] = None,
+    long: Annotated[bool, typer.Option("--long", help="One row per run and metric (default: a column per metric).")]
+    = False,
+    store: StoreOpt = None,
+) -> None:
+    """Export the stored runs and their metrics to CSV or Parquet."""
+    import mmsim.results
+
+    n = mmsim.results.export(output, store, metric=metric, wide=not long, workload=workload, machine=machine,
+                             kernel=kernel)
+    _emit([f"wrote {n} row(s) to {output}"])
+
+
+def results_path_cmd(store: StoreOpt = None) -> None:
+    """Print the results store's path."""
+    from mmsim.results.store import Store
+
+    _emit([str(Store(store).path)])
+
+
+PLOTS = ("scaling", "profile", "locks")
+
+
+def plot_cmd(
+    kind: Annotated[str, typer.Argument(help="scaling (sweep), profile (compare) or locks (compare or sweep).")],
+    input_: Annotated[Path, typer.Argument(metavar="INPUT", help="--json output of mmsim sweep / compare.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png or .svg.")],
+    metric: Annotated[str | None, typer.Option("--metric", help="scaling: the y metric (default: benchmark's).")]
+    = None,
+    x: Annotated[str | None, typer.Option("--x", help="scaling: the swept parameter on the x axis.")] = None,
+) -> None:
+    """Draw a plot from a saved compare or sweep (--json) to PNG or SVG."""
+    from mmsim.report import plots
+
+    if kind not in PLOTS:
+        raise UserError("KIND", kind, PLOTS)
+    data = _load_json(input_)
+    plots.check_output(output)
+    if kind == "scaling":
+        fig = plots.scaling(data, metric, x)
+    elif kind == "profile":
+        fig = plots.profile(data)
+    else:
+        fig = plots.lock_waits(data)
+    plots.save(fig, output)
+    _emit([f"wrote {output}"])
+
+
+def report_cmd(
+    input_: Annotated[Path, typer.Argument(metavar="INPUT", help="--json output of compare/sweep/bisect/reproduce.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")],
+) -> None:
+    """Write a self-contained HTML report (tables, plots, mechanism lines) of a saved result."""
+    from mmsim.report import html
+
+    if output.suffix not in (".html", ".htm"):
+        raise UserError("--output", str(output), "a file name ending in .html")
+    page = html.report(_load_json(input_))
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(page)
+    tmp.replace(output)
+    _emit([f"wrote {output} ({len(page):,} bytes)"])

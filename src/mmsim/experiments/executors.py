@@ -1,0 +1,292 @@
+"""Run many specs: serial, on a local process pool, or on a Dask cluster, through the store.
+
+:func:`run_many` is what compare, sweep and bisect call. It validates every
+spec first (nothing runs on bad input), keys each one by the hash of its
+canonical inputs and its seed, takes the runs already in the results store,
+runs only the rest on the chosen executor and records each result in the
+store as it arrives, so a sweep killed half-way resumes where it stopped.
+
+Executors only decide *where* ``run(spec)`` is called; a run depends on
+nothing but its spec and seed, so every executor gives the same metrics
+(only ``sim.wall_seconds``, the host's time, differs):
+
+``serial``
+    in this process, in order.
+``process`` (default)
+    ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes
+    (default: the CPUs this process may use).
+``dask``
+    ``distributed.Client``: on an existing cluster (``scheduler``, e.g.
+    ``tcp://host:8786``; its workers need mmsim installed) or on a
+    ``LocalCluster`` of ``workers`` single-threaded worker processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from mmsim.errors import UserError
+from mmsim.experiments.run import RunSpec, run
+from mmsim.results.store import Store, StoredRun, spec_hash
+
+EXECUTORS = ("serial", "process", "dask")
+# Finished runs are written to the store every this many seconds: one DuckDB
+# transaction costs ~30-100 ms, too much per run for a sweep of short runs;
+# a hard kill loses at most the runs finished in the last interval.
+FLUSH_SECONDS = 2.0
+SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
+
+Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
+
+
+def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
+    path is taken whole."""
+    from mmsim.kernels.catalog import KERNELS
+
+    if text in KERNELS or Path(text).is_file() or text.endswith((".yaml", ".yml")):
+        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
+    base, *patches = text.split("+")
+    return base, tuple(p for p in patches if p)
+
+
+# Modules that cannot change a run's result: the workflow around it, reports, the CLI.
+_NOT_MODEL = ("cli", "report/", "results/", "experiments/compare", "experiments/sweep", "experiments/bisect",
+              "experiments/stats", "experiments/executors", "experiments/reproduce", "experiments/exp_", "native/")
+
+
+@functools.cache
+def model_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of the model's source: every ``.py`` under ``mmsim/`` except the
+    workflow, report and CLI modules. Part of every run's key, so a stored run is reused only by
+    the same model code — not just the same version number, which stays put during development."""
+    import mmsim
+
+    root = Path(mmsim.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith(_NOT_MODEL):
+            continue
+        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def canonical(spec: RunSpec) -> dict[str, Any]:
+    """A spec's inputs as the model sees them, validated: resolved params and policies, file contents hashed.
+
+    Raises :class:`UserError` for anything the user typed wrong, before any run.
+    """
+    import mmsim
+    import mmsim.machine as _machine
+    from mmsim.kernels.catalog import resolve
+    from mmsim.workloads.base import get_workload, resolve_params
+
+    if spec.seed < 0:
+        raise UserError("--seed", spec.seed, "an integer >= 0")
+    w = get_workload(spec.workload)
+    params = resolve_params(w, spec.params)
+    m = _machine.get_machine(spec.machine)
+    k = resolve(spec.kernel, list(spec.patches), spec.policies)
+    out: dict[str, Any] = {
+        "workload": w.name,
+        "machine": m.name,
+        "kernel": k.name,
+        "policies": dict(sorted(k.policies.items())),
+        "params": {p: params[p] for p in sorted(params)},
+        "mmsim_version": mmsim.__version__,
+        "model": model_fingerprint(),
+    }
+    for key, name in (("machine_file", spec.machine), ("kernel_file", spec.kernel)):
+        if Path(name).is_file():
+            out[key] = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+    return out
+
+
+def _work(spec: RunSpec) -> dict[str, Any]:
+    """The task every executor runs. A UserError (e.g. too many threads for the machine) comes back
+    as data: its custom constructor does not survive pickling between processes."""
+    try:
+        return run(spec).to_dict()
+    except UserError as e:
+        return {"__user_error__": [e.field, repr(e.value), e.allowed]}
+
+
+def _unwrap(res: dict[str, Any]) -> dict[str, Any]:
+    err = res.get("__user_error__")
+    if err:
+        raise UserError(err[0], err[1], err[2])
+    return res
+
+
+def execute(
+    specs: Sequence[RunSpec],
+    executor: str = "process",
+    workers: int | None = None,
+    scheduler: str | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(index, result dict)`` for every spec, in completion order."""
+    if executor not in EXECUTORS:
+        raise UserError("--executor", executor, EXECUTORS)
+    if workers is not None and workers < 1:
+        raise UserError("--workers", workers, "an integer >= 1")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler", scheduler, "only with --executor dask")
+    if not specs:
+        return
+    if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
+        for i, s in enumerate(specs):
+            yield i, _unwrap(_work(s))
+    elif executor == "process":
+        yield from _process(specs, workers or _ncpus())
+    else:
+        yield from _dask(specs, workers, scheduler)
+
+
+def _ncpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+        futs = {pool.submit(_work, s): i for i, s in enumerate(specs)}
+        try:
+            for f in as_completed(futs):
+                yield futs[f], _unwrap(f.result())
+        finally:
+            for f in futs:
+                f.cancel()
+
+
+def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    from distributed import Client, LocalCluster, as_completed
+
+    if scheduler:
+        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
+            raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
+        try:
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
+        except OSError as e:
+            raise UserError("--scheduler", scheduler, f"a reachable Dask scheduler ({e})") from None
+        cluster = None
+    else:
+        cluster = LocalCluster(n_workers=workers or _ncpus(), threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        client = Client(cluster)
+    try:
+        futs = client.map(_work, list(specs), pure=False)
+        index = {f.key: i for i, f in enumerate(futs)}
+        for f in as_completed(futs):
+            yield index[f.key], _unwrap(f.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class _Writer:
+    """Records finished runs in the store in batches: a background thread writes
+    whatever has arrived every ``FLUSH_SECONDS``, ``close()`` writes the rest. So
+    a hard kill loses at most the last ``FLUSH_SECONDS`` of finished runs, and
+    a sweep of short runs does not pay one transaction per run."""
+
+    def __init__(self, store: Store | None, replace: bool) -> None:
+        self.store, self.replace = store, replace
+        self.pending: list[StoredRun] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def put(self, run: StoredRun) -> None:
+        if self.store is None:
+            return
+        with self.lock:
+            self.pending.append(run)
+        if self.thread is None:
+            # started at the first result, when the process pool has already forked its
+            # workers: a fork never copies this thread mid-write (or its locks)
+            self.thread = threading.Thread(target=self._loop, name="mmsim-store-writer", daemon=True)
+            self.thread.start()
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.pending and self.store is not None:
+                self.store.add(self.pending, replace=self.replace)  # all or nothing: kept on failure
+            self.pending = []
+
+    def _loop(self) -> None:
+        while not self.stop.wait(FLUSH_SECONDS):
+            try:
+                self.flush()
+            except Exception:  # the runs stay pending; close() retries and raises
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        self.flush()
+
+
+def run_many(
+    specs: Sequence[RunSpec],
+    executor: str = "process",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    store: Store | None = None,
+    fresh: bool = False,
+    progress: Progress | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Results (``RunResult.to_dict()``) for ``specs``, in order; and how many were actually run.
+
+    Runs found in ``store`` (same canonical inputs and seed) are reused unless
+    ``fresh``; new results are recorded as they arrive (a background writer
+    every ``FLUSH_SECONDS``, and always before returning or unwinding).
+    """
+    canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
+    results: list[dict[str, Any] | None] = [None] * len(specs)
+    if store is not None and not fresh:
+        found = store.get(keys)
+        for i, k in enumerate(keys):
+            results[i] = found.get(k)
+    todo = [i for i, r in enumerate(results) if r is None]
+    done = len(specs) - len(todo)
+    if progress:
+        progress(done, len(specs), {})
+    writer = _Writer(store, fresh)
+    try:
+        for j, res in execute([specs[i] for i in todo], executor, workers, scheduler):
+            i = todo[j]
+            results[i] = res
+            writer.put(StoredRun(keys[i][0], canon[i], specs[i].seed, res))
+            done += 1
+            if progress:
+                progress(done, len(specs), res)
+    finally:
+        writer.close()  # also on Ctrl-C or an error: every finished run is kept
+    return [r for r in results if r is not None], len(todo)
+
+
+def with_seeds(spec: RunSpec, runs: int, seed0: int = 0) -> list[RunSpec]:
+    """``runs`` copies of ``spec`` with distinct seeds seed0, seed0 + 1, ..."""
+    return [replace(spec, seed=seed0 + i) for i in range(runs)]
+
+
+def spec_dict(spec: RunSpec) -> dict[str, Any]:
+    d = asdict(spec)
+    d["patches"] = list(spec.patches)
+    return d

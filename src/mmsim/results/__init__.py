@@ -1,0 +1,54 @@
+"""The results store as a Python API: every recorded run as a pandas DataFrame.
+
+>>> import mmsim.results
+>>> df = mmsim.results.metrics(workload="thp_memscale", wide=True)  # doctest: +SKIP
+
+``runs(...)`` is the runs table (one row per run: spec, spec hash, seed,
+mmsim version, time); ``metrics(...)`` joins runs with their metrics, long
+(one row per run and metric) or ``wide`` (a column per metric). Filters are
+column = value (a list means any of): ``workload``, ``machine``, ``kernel``,
+``seed``, ``spec_hash``, ``mmsim_version``, ``run_id``. ``path`` defaults to
+:func:`default_path` (``$MMSIM_RESULTS`` or
+``~/.local/share/mmsim/results.duckdb``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mmsim.results.store import ENV, Store, StoredRun, default_path, flat_metrics, spec_hash
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ENV", "Store", "StoredRun", "default_path", "export", "flat_metrics", "metrics", "runs", "spec_hash"]
+
+
+def runs(path: str | Path | None = None, **filters: Any) -> pd.DataFrame:
+    """The runs table as a DataFrame (empty when the store does not exist yet)."""
+    return Store(path).runs(**filters)
+
+
+def metrics(path: str | Path | None = None, metric: str | None = None, wide: bool = False,
+            **filters: Any) -> pd.DataFrame:
+    """Runs joined with their metrics; ``metric`` keeps names containing that text."""
+    return Store(path).metrics(metric=metric, wide=wide, **filters)
+
+
+def export(out: str | Path, path: str | Path | None = None, metric: str | None = None, wide: bool = True,
+           **filters: Any) -> int:
+    """Write the (filtered) metrics to ``out``: ``.csv`` or ``.parquet``. Returns the number of rows."""
+    from mmsim.errors import UserError
+
+    out = Path(out)
+    if out.suffix not in (".csv", ".parquet"):
+        raise UserError("--output", str(out), "a file name ending in .csv or .parquet")
+    df = metrics(path, metric=metric, wide=wide, **filters)
+    tmp = out.with_name(out.name + ".tmp")
+    if out.suffix == ".csv":
+        df.to_csv(tmp, index=False)
+    else:
+        df.to_parquet(tmp, index=False)
+    tmp.replace(out)  # a reader never sees a half-written file
+    return len(df)
