@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
+from mmsim.experiments import guard
 from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
@@ -96,6 +97,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
+    guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
     out: dict[str, Any] = {
         "workload": w.name,
         "machine": m.name,
@@ -115,7 +117,7 @@ def _work(spec: RunSpec) -> dict[str, Any]:
     """The task every executor runs. A UserError (e.g. too many threads for the machine) comes back
     as data: its custom constructor does not survive pickling between processes."""
     try:
-        return run(spec).to_dict()
+        return run(spec, guard=False).to_dict()  # canonical() checked the limits in the parent
     except UserError as e:
         return {"__user_error__": [e.field, repr(e.value), e.allowed]}
 
