@@ -280,6 +280,8 @@ def load_kernel_yaml(path: str | Path) -> Kernel:
         data: Any = yaml.safe_load(p.read_text())
     except OSError as e:
         raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p.name}", "not UTF-8 text", "a YAML mapping with name, base, patches, policies") from None
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
         raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
