@@ -89,6 +89,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     import mmsim
     import mmsim.machine as _machine
     from mmsim.kernels.catalog import resolve
+    from mmsim.mm.system import System
     from mmsim.workloads.base import get_workload, resolve_params
 
     if spec.seed < 0:
@@ -98,6 +99,9 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
     guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
+    # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
+    # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
+    w.setup(System(m, k, spec.seed), dict(params))
     out: dict[str, Any] = {
         "workload": w.name,
         "machine": m.name,
