@@ -418,3 +418,30 @@ def test_printable_junk_in_every_position(env: dict[str, Any], capsys: pytest.Ca
     for w in WORKLOADS:
         for tok in ("", "=", "-1", "x", string.punctuation):
             assert check_cli(["run", w, "-m", "tiny", "-p", f"{tok}={tok}"], env["store"], capsys) == 2
+
+
+@pytest.mark.parametrize("argv_", [
+    # pmbench memhog on a machine of DRAM nodes only: the simulated kernel ran out of memory (MemoryError)
+    ["run", "pmbench", "-p", "memhog=100", "-p", "duration=0.01"],
+    # a sweep whose second point fails the workload's set-up check: the first point used to be stored
+    ["sweep", "lockstress", "-p", "tasks=2,100", "-p", "iterations=10", "--executor", "serial"],
+    # a mistyped core count: per-CPU state for 40 million CPUs (MemoryError)
+    ["run", "lockstress", "-m", "BIG"],
+    # a series file with a non-string key (sorted() of mixed key types: TypeError)
+    ["bisect", "lockstress", "--series", "MIXED", "--runs", "1"],
+    # a kernel or series file that is not UTF-8 (UnicodeDecodeError)
+    ["run", "lockstress", "-k", "BINARY"],
+    ["bisect", "lockstress", "--series", "BINARY"],
+])
+def test_found_by_the_fuzzer(argv_: list[str], env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp = env["tmp"]
+    d = machine_to_dict(get_machine("tiny"))
+    for s in d["sockets"]:
+        s["cores"] = 10**7
+    files = {"BIG": tmp / "big.yaml", "MIXED": tmp / "mixed.yaml", "BINARY": tmp / "binary.yaml"}
+    files["BIG"].write_text(yaml.safe_dump(d))
+    files["MIXED"].write_text(f"base: v3.12\npatches: [{PATCH_IDS[0]}]\n1: 2\n")
+    files["BINARY"].write_bytes(b"\xff\xfe\x00base")
+    a = [str(files[x]) if x in files else x for x in argv_]
+    assert check_cli(a, env["store"], capsys) == 2
+    assert not env["store"].exists()

@@ -13,8 +13,8 @@ trial run:
   small runs (``EVENTS_PER_UNIT``; the measurement is repeated by
   ``tests/hardening/test_guard.py``, which asserts the estimate stays within
   a factor of the actual ``sim.events``);
-* **memory** = the interpreter with mmsim, numpy and the engine loaded
-  (``BASE_RSS``) + the page-table state the model keeps (a 512-entry
+* **memory** = the interpreter with mmsim and numpy loaded (``BASE_RSS``)
+  + per simulated CPU (``PER_CPU_BYTES``) + the page-table state the model keeps (a 512-entry
   present bitmap per 2 MiB PTE table, plus four 512-entry NUMA arrays per
   table with NUMA balancing or a dense pmbench map, see
   :mod:`mmsim.mm.pgtable`) + per-workload arrays (pmbench's LLC stamps and
@@ -47,10 +47,12 @@ DEFAULT_MAX_EVENTS = 200_000_000
 DEFAULT_MAX_MEMORY = 8 << 30
 ENV_EVENTS, ENV_MEMORY, ENV_FORCE = "MMSIM_MAX_EVENTS", "MMSIM_MAX_MEMORY", "MMSIM_FORCE"
 
-# Interpreter + numpy + mmsim + the engine, tasks and per-CPU counters: the
-# largest ru_maxrss of the reproduce runs measured on this host (110 MiB, 512
-# threads on the 1024-CPU sgi-uv2000-512; 36 MiB for 32 tasks on 128 CPUs).
-BASE_RSS = 128 << 20
+# Interpreter + numpy + mmsim, and per simulated CPU (counters, scheduler, PCP lists, LLC state; the
+# tasks on it): from the reproduce runs' ru_maxrss on this host, 36 MiB for lmbench/bw_unix on the
+# 128-CPU icelake-6338-2s and 110 MiB for thp_memscale on the 1024-CPU sgi-uv2000-512: (110 - 36) MiB
+# over (1024 - 128) CPUs = 85 KiB per CPU, 25 MiB of the 36 left for the base.
+BASE_RSS = 25 << 20
+PER_CPU_BYTES = 85 << 10
 # One PTE table's present bitmap: numpy bool[512] (512 B data + ~112 B array header) and its dict slot.
 PTE_TABLE_BYTES = 512 + 112 + 100
 # NUMA state per PTE table (pgtable.numa_arrays): int16 nid, bool protnone, int16 last cpu, float64 scan time.
@@ -233,7 +235,7 @@ def estimate(workload: str, params: dict[str, Any], machine: Any, policies: dict
     ks, kh = EVENTS_PER_UNIT.get(workload, DEFAULT_EVENTS_PER_UNIT)
     second = "NUMA hinting faults" if workload == "pmbench" else "2 MiB faults"
     basis = f"{small:,} {what} x {ks:g} events" + (f" + {huge:,} {second} x {kh:g}" if huge else "")
-    return Estimate(int(small * ks + huge * kh), BASE_RSS + mem, basis)
+    return Estimate(int(small * ks + huge * kh), BASE_RSS + PER_CPU_BYTES * machine.ncpus + mem, basis)
 
 
 def _fmt_bytes(n: int) -> str:

@@ -257,8 +257,15 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
     return m
 
 
+# arch/x86/Kconfig: NR_CPUS_RANGE_END, the largest NR_CPUS an x86-64 kernel builds with (MAXSMP,
+# CPUMASK_OFFSTACK). Also keeps a typo in cores from allocating per-CPU state for millions of CPUs.
+MAX_CPUS = 8192
+
+
 def _check_sharing(c: _Checker, m: Machine) -> None:
     """A cache can be shared by at most every CPU; checks the model cannot do per part."""
+    if m.ncpus > MAX_CPUS:
+        raise c.fail("sockets", f"{m.ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
     for i, cache in enumerate(m.caches):
         if cache.shared_by > m.ncpus:
             allowed = f"at most the {m.ncpus} CPUs of the machine"
