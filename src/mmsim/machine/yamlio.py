@@ -249,6 +249,9 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
         for i, item in enumerate(t[key]):
             p = f"{key}[{i}]"
             parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], {})))
+    ncpus = sum(s.cores * s.threads_per_core for s in parts["sockets"])
+    if ncpus > MAX_CPUS:  # before the Machine, which tabulates every CPU
+        raise c.fail("sockets", f"{ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
     distances = c.distances(t["distances"], "distances", len(parts["nodes"]))
     cost = _build(c, "cost", CostModel, t["cost"])
     kwargs = {**t, **parts, "distances": distances, "cost": cost}
@@ -264,8 +267,6 @@ MAX_CPUS = 8192
 
 def _check_sharing(c: _Checker, m: Machine) -> None:
     """A cache can be shared by at most every CPU; checks the model cannot do per part."""
-    if m.ncpus > MAX_CPUS:
-        raise c.fail("sockets", f"{m.ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
     for i, cache in enumerate(m.caches):
         if cache.shared_by > m.ncpus:
             allowed = f"at most the {m.ncpus} CPUs of the machine"
