@@ -34,15 +34,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mmsim.experiments.executors as executors
 import mmsim.cli as cli
+import mmsim.experiments.executors as executors
 from mmsim.cli import main
 from mmsim.experiments import guard
 from mmsim.kernels.catalog import KERNELS, PATCHES, POLICIES
 from mmsim.machine import get_machine, list_machines, machine_to_dict
 from mmsim.workloads.base import list_workloads
 
-FAST = {"argv": 800, "machine_yaml": 250, "kernel_yaml": 400, "series_yaml": 250}
+FAST = {"argv": 1200, "machine_yaml": 300, "kernel_yaml": 500, "series_yaml": 400}
 SLOW = {k: 20 * v for k, v in FAST.items()}
 MAX_EVENTS = 20_000  # refuse (exit 2) anything longer than ~0.1 s of simulation
 
@@ -64,7 +64,7 @@ KERNEL_NAMES = sorted(KERNELS)
 PATCH_IDS = sorted(PATCHES)
 POLICY_VALUES = {n: list(p.allowed) if getattr(p, "allowed", None) else ["0", "1000"] for n, p in POLICIES.items()}
 
-_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+_chars = st.characters(codec="utf-8", exclude_characters="\x00")  # no surrogates, no NUL: argv cannot hold them
 junk_text = st.text(_chars, max_size=12)
 JUNK = ["", " ", "-1", "0", "1", "2", "3", "8", "1e3", "0x10", "1_0", "99999999999999999999999", "abc", "1m", "4k",
         "1g", "64t", "100%", "50%", "0%", "1.5", "nan", "inf", "-inf", "-0", "=", "1,2", "2,1,2", ",", "ü", "tiny",
@@ -274,8 +274,8 @@ def yaml_text(draw: st.DrawFn, doc: Any) -> str:
         text = text[: draw(st.integers(0, len(text)))]
     elif op == 1:
         i = draw(st.integers(0, max(0, len(text) - 1)))
-        text = text[:i] + draw(st.sampled_from(["\t", ":", "- ", "{", "&a", "*a", "!!python/object:os.system", "\n  "]))\
-            + text[i:]
+        bits = ["\t", ":", "- ", "{", "&a", "*a", "!!python/object:os.system", "\n  "]
+        text = text[:i] + draw(st.sampled_from(bits)) + text[i:]
     return text
 
 
@@ -322,6 +322,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, A
     yield {"store": store, "paths": paths, "tmp": tmp_path}
 
 
+COUNTS = {"ok": 0, "errors": 0}  # CLI calls that ran / ended in a user error, over the session
+
+
 def _snapshot(store: Path) -> tuple[bool, str]:
     return (store.exists(), hashlib.sha256(store.read_bytes()).hexdigest() if store.is_file() else "")
 
@@ -333,10 +336,13 @@ def check_cli(a: list[str], store: Path, capsys: pytest.CaptureFixture[str]) -> 
     try:
         rc = main(a)
     except ReachedNativeRun:
+        COUNTS["ok"] += 1
         return 0
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     if rc == 0:
+        COUNTS["ok"] += 1
         return rc
+    COUNTS["errors"] += 1
     assert rc == 2, f"mmsim {a!r}: exit {rc}\n{err}"
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("mmsim: error: "), f"mmsim {a!r}: stderr {err!r}"
@@ -393,25 +399,34 @@ CASES = {"argv": _argv_case, "machine_yaml": _machine_case, "kernel_yaml": _kern
          "series_yaml": _series_case}
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_fuzz_cli(kind: str, env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    @_settings(FAST[kind])
+def _fuzz(kind: str, n: int, env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    seen = {"examples": 0, "ok": 0, "errors": 0}
+
+    @_settings(n)
     @given(data=st.data())
     def inner(data: st.DataObject) -> None:
+        before = COUNTS.copy()
         CASES[kind](env, capsys, data)
+        seen["examples"] += 1
+        seen["ok"] += COUNTS["ok"] - before["ok"]
+        seen["errors"] += COUNTS["errors"] - before["errors"]
 
     inner()
+    # the count the docs report; and a fuzzer that only ever hits errors (or only runs) tests half the contract
+    assert seen["examples"] == n, seen
+    assert seen["ok"] > 0 and seen["errors"] > 0, seen
+    print(f"{kind}: {seen}")
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_fuzz_cli(kind: str, env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    _fuzz(kind, FAST[kind], env, capsys)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_fuzz_cli_many(kind: str, env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    @_settings(SLOW[kind])
-    @given(data=st.data())
-    def inner(data: st.DataObject) -> None:
-        CASES[kind](env, capsys, data)
-
-    inner()
+    _fuzz(kind, SLOW[kind], env, capsys)
 
 
 # -- a few fixed cases the fuzzer found (kept as plain regressions) ------------------------------------------
@@ -432,6 +447,8 @@ def test_printable_junk_in_every_position(env: dict[str, Any], capsys: pytest.Ca
     ["run", "lockstress", "-m", "BIG"],
     # a series file with a non-string key (sorted() of mixed key types: TypeError)
     ["bisect", "lockstress", "--series", "MIXED", "--runs", "1"],
+    # a kernel file with an unknown key that is not a string, next to one that is (sorted(): TypeError)
+    ["run", "lockstress", "-k", "KMIXED"],
     # a kernel or series file that is not UTF-8 (UnicodeDecodeError)
     ["run", "lockstress", "-k", "BINARY"],
     ["bisect", "lockstress", "--series", "BINARY"],
@@ -441,7 +458,9 @@ def test_found_by_the_fuzzer(argv_: list[str], env: dict[str, Any], capsys: pyte
     d = machine_to_dict(get_machine("tiny"))
     for s in d["sockets"]:
         s["cores"] = 10**7
-    files = {"BIG": tmp / "big.yaml", "MIXED": tmp / "mixed.yaml", "BINARY": tmp / "binary.yaml"}
+    files = {"BIG": tmp / "big.yaml", "MIXED": tmp / "mixed.yaml", "BINARY": tmp / "binary.yaml",
+             "KMIXED": tmp / "kmixed.yaml"}
+    files["KMIXED"].write_text("base: v3.13\nnull: 1\nx: 2\n")
     files["BIG"].write_text(yaml.safe_dump(d))
     files["MIXED"].write_text(f"base: v3.12\npatches: [{PATCH_IDS[0]}]\n1: 2\n")
     files["BINARY"].write_bytes(b"\xff\xfe\x00base")

@@ -289,7 +289,8 @@ def load_kernel_yaml(path: str | Path) -> Kernel:
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
     extra = set(data) - {"name", "base", "patches", "policies", "description"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(extra)[0]}", "unknown key", "name, base, patches, policies, description")
+        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key",
+                        "name, base, patches, policies, description")
     base = str(data.get("base", ""))
     if base not in KERNELS:
         raise UserError(f"{p.name}: base", base, sorted(KERNELS))
