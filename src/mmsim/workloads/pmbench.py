@@ -82,9 +82,9 @@ HISTO_LOOP_CYC = 15
 PATTERN_CYC = {"linear": 5, "uniform": 10, "normal": 60, "pareto": 80}
 WARMUP_RUNS = {"linear": 1, "uniform": 4, "normal": 1, "pareto": 8}  # pattern.c get_warmup_run, x n
 NBUCKETS = 40
-# sampling=page: a chunk is drawn again at least every 250 ms of simulated time, so that its per-access time
+# sampling=page: a chunk is drawn again at least every 50 ms of simulated time, so that its per-access time
 # estimate follows the page mix (migrations, memhog exits). A modelling choice, not a measured value.
-CHUNK_MAX_NS = 250_000_000
+CHUNK_MAX_NS = 50_000_000
 TICK_NS = 4_000_000  # HZ = 250 (the v5.4 x86 defconfig): several threads see each other's PTE changes per tick
 USER_INSNS = 40  # instructions per access of pmbench's histo loop (estimate, with the generator)
 
@@ -434,10 +434,14 @@ class Pmbench:
         c = s.cache.of_cpu(cpu)
         sharers = sum(1 for i in range(p["jobs"]) if s.cache.of_cpu(p["basecpu"] + i) is c)
         w_lines = c.capacity / LINE / max(1, sharers)
-        hitp = -np.expm1(w_lines * np.log1p(-pr / LINES_PER_PAGE))
+        lq = np.log1p(-pr / LINES_PER_PAGE)
+        runs = st.setdefault("paged_accesses", {})  # accesses drawn so far per thread (warm-up included)
+        st.setdefault("paged_credit", {})
         gidx = np.arange(npg, dtype=np.int64) + page0
         chunk_max = CHUNK_MAX_NS if p["jobs"] == 1 else TICK_NS
-        est = over_ns + float(lat_tbl[:nnodes].mean())  # ns per access, refined chunk by chunk
+        new_lat = float(lat_tbl[:nnodes].mean())  # memory latency of newly faulted pages, a running mean
+        est = over_ns + new_lat
+        nnew = 0
         done = 0
         while (count < 0 or done < count) and (end is None or s.engine.now < end):
             now = s.engine.now
@@ -446,6 +450,15 @@ class Pmbench:
                 horizon = min(horizon, end)
             if numa_on:
                 horizon = min(horizon, max(numa_balancing.next_tick_ns(s, t, mm), now + TICK_NS))
+            # a cold cache holds only what was referenced since the start: W is at most the accesses so far
+            # (taken at the middle of the chunk)
+            k0 = max(1, int((horizon - now) / est)) if done or runs.get(t.tid) else 1
+            hitp = -np.expm1(min(w_lines, runs.get(t.tid, 0) + k0 / 2) * lq)
+            # ns per access expected at the pages' current state (a page not yet present, or the zero page
+            # while there are writes: at the average latency of the pages faulted in so far)
+            nid_all = dense.nid[gidx]
+            lat_pg = np.where(dense.present[gidx] & ((nid_all >= 0) | (wr_frac == 0)), lat_tbl[nid_all], new_lat)
+            est = over_ns + float(pr @ (hitp * l3 + (1.0 - hitp) * lat_pg))
             k = max(1, int((horizon - now) / est))
             if count >= 0:
                 k = min(k, count - done)
@@ -501,6 +514,9 @@ class Pmbench:
                 pending += s.counters.busy(cpu, "pmbench [user]", int(acc + over_ns) + 1, USER_INSNS)
                 if measure:
                     self._record_one(st, s.engine.now - t0 + acc + timer_ns)
+                if dense.nid[gj] >= 0:
+                    nnew += 1
+                    new_lat += (acc - new_lat) / nnew
                 c.advance(s.engine.now + pending)
                 c.add_stream(s.engine.now + pending, LINE, 0)
                 nfault += 1
@@ -521,7 +537,11 @@ class Pmbench:
             nmiss = int(miss_by_node.sum())
             nhit = max(0, bulk_total - nmiss)
             total_ns = float(miss_by_node @ lat_tbl) + nhit * l3 + over_ns * bulk_total
-            final_ns = max(0.0, total_ns - seg_charged)
+            # charged so far at the estimate: the rest of the chunk's exact total; an overcharge (estimate
+            # too high) is taken off the next chunks, so the run's user time is the sum of its accesses
+            final_ns = total_ns - seg_charged - st["paged_credit"].get(t.tid, 0.0)
+            st["paged_credit"][t.tid] = max(0.0, -final_ns)
+            final_ns = max(0.0, final_ns)
             tnow = s.engine.now + pending
             c.advance(tnow)
             c.add_stream(tnow, rest * LINE, int(final_ns))
@@ -533,8 +553,7 @@ class Pmbench:
                 self._record_counts(st, np.append(lat_tbl[:nnodes], l3) + timer_ns,
                                     np.append(miss_by_node[:nnodes], nhit))
             done += k_run
-            if bulk_total:
-                est = total_ns / bulk_total
+            runs[t.tid] = runs.get(t.tid, 0) + k_run
             if pending:
                 yield pending
                 pending = 0
