@@ -133,10 +133,10 @@ def memmap_node(s: Any, node: int) -> int:
     """Where the struct pages of ``node`` live: a CPU-less (hot-added PMEM)
     node's memmap is allocated when it is onlined, from its socket's DRAM
     node; every other node holds its own (``sparse_init_nid``)."""
-    nd = s.machine.nodes[node]
-    if s.machine.node_cpus(node):
+    m = s.machine
+    if any(sk.node == node for sk in m.sockets):  # node_cpus(node) is not empty: a socket's own node
         return node
-    return int(s.machine.sockets[nd.socket].node)
+    return int(m.sockets[m.nodes[node].socket].node)
 
 
 def _ns(s: Any, cyc: float) -> float:

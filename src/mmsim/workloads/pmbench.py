@@ -492,12 +492,15 @@ class Pmbench:
             nfault = 0
             pending = 0
             tick_due = False
-            for e in order.tolist():
-                gj = int(ev_g[e])
-                wj = bool(ev_w[e])
-                if not self._needs_kernel(mm, dense, gj, wj):
+            present, protnone, nid = dense.present, dense.protnone, dense.nid
+            first_slot = dense.first_slot
+            offs = (rng.integers(0, LINES_PER_PAGE, len(order)) * LINE).tolist()
+            for x, gj, wj, off in zip(ev_pos[order].tolist(), ev_g[order].tolist(), ev_w[order].tolist(), offs,
+                                      strict=True):
+                if present[gj] and not protnone[gj] and not (wj and nid[gj] < 0) and not (
+                        hp and (gj >> 9) + first_slot in hp):
                     continue  # the first fault of this chunk already mapped it for writing
-                seg = max(0.0, float(ev_pos[e]) - at)
+                seg = x - at if x > at else 0.0
                 seg_ns = seg * est
                 tnow = s.engine.now + pending
                 c.advance(tnow)
@@ -505,24 +508,26 @@ class Pmbench:
                 pending += s.counters.busy(cpu, "pmbench [user]", int(seg_ns) + 1, int(USER_INSNS * seg))
                 seg_charged += seg_ns
                 at += seg + 1.0
-                addr = vma.start + (gj - page0) * PAGE + int(rng.integers(0, LINES_PER_PAGE)) * LINE
+                addr = vma.start + (gj - page0) * PAGE + off
                 t0 = s.engine.now + pending
                 yield from memory.handle_mm_fault(t, mm, vma, addr, wj, pre_ns=pending)
                 pending = 0
                 self._mark_huge(mm, dense, addr)
-                acc = float(lat_tbl[dense.nid[gj]])  # the access itself, after the fault: a miss
+                hp = mm.pgtables.huge_protnone
+                nj = int(nid[gj])
+                acc = float(lat_tbl[nj])  # the access itself, after the fault: a miss
                 pending += s.counters.busy(cpu, "pmbench [user]", int(acc + over_ns) + 1, USER_INSNS)
                 if measure:
                     self._record_one(st, s.engine.now - t0 + acc + timer_ns)
-                if dense.nid[gj] >= 0:
+                if nj >= 0:
                     nnew += 1
                     new_lat += (acc - new_lat) / nnew
-                c.advance(s.engine.now + pending)
-                c.add_stream(s.engine.now + pending, LINE, 0)
                 nfault += 1
                 if numa_on and numa_balancing.task_tick_numa(s, t, mm):
                     tick_due = True  # the kernel may change PTEs now: the rest of the chunk waits for it
                     break
+            c.advance(s.engine.now + pending)
+            c.add_stream(s.engine.now + pending, nfault * LINE, 0)  # the lines of the faulting accesses
             # the chunk ran up to here when a scan became due (the rest is drawn again after it)
             k_run = int(at) if tick_due else k
             rest = k_run - at if not tick_due else 0.0
