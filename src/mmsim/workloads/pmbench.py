@@ -82,9 +82,9 @@ HISTO_LOOP_CYC = 15
 PATTERN_CYC = {"linear": 5, "uniform": 10, "normal": 60, "pareto": 80}
 WARMUP_RUNS = {"linear": 1, "uniform": 4, "normal": 1, "pareto": 8}  # pattern.c get_warmup_run, x n
 NBUCKETS = 40
-# sampling=page: a chunk is drawn again at least every 50 ms of simulated time, so that its per-access time
+# sampling=page: a chunk is drawn again at least every 200 ms of simulated time, so that its per-access time
 # estimate follows the page mix (migrations, memhog exits). A modelling choice, not a measured value.
-CHUNK_MAX_NS = 50_000_000
+CHUNK_MAX_NS = 200_000_000
 TICK_NS = 4_000_000  # HZ = 250 (the v5.4 x86 defconfig): several threads see each other's PTE changes per tick
 USER_INSNS = 40  # instructions per access of pmbench's histo loop (estimate, with the generator)
 
