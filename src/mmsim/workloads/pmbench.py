@@ -452,7 +452,9 @@ class Pmbench:
                 horizon = min(horizon, max(numa_balancing.next_tick_ns(s, t, mm), now + TICK_NS))
             # a cold cache holds only what was referenced since the start: W is at most the accesses so far
             # (taken at the middle of the chunk)
-            k0 = max(1, int((horizon - now) / est)) if done or runs.get(t.tid) else 1
+            k0 = max(1, int((horizon - now) / est))
+            if count >= 0:
+                k0 = min(k0, count - done)
             hitp = -np.expm1(min(w_lines, runs.get(t.tid, 0) + k0 / 2) * lq)
             # ns per access expected at the pages' current state (a page not yet present, or the zero page
             # while there are writes: at the average latency of the pages faulted in so far)
