@@ -98,7 +98,8 @@ def test_limits_from_options_env_and_force(capsys: pytest.CaptureFixture[str], m
     monkeypatch.delenv(guard.ENV_EVENTS)
     assert main([*small, "--max-memory", "1m"]) == 2
     assert "estimated memory" in _one_error_line(capsys.readouterr().err)
-    for bad in (["--max-memory", "lots"], ["--max-events", "-5"], ["--max-memory", "0"]):
+    for bad in (["--max-memory", "lots"], ["--max-events", "-5"], ["--max-memory", "0"], ["--max-events", "1e400"],
+                ["--max-memory", "1e400g"], ["--max-events", "nan"]):
         assert main([*small, *bad]) == 2
         _one_error_line(capsys.readouterr().err)
     assert guard.limits() == guard.Limits(guard.DEFAULT_MAX_EVENTS, guard.DEFAULT_MAX_MEMORY, False)  # restored

@@ -31,7 +31,6 @@ still fits), ``--force`` / ``MMSIM_FORCE=1`` to run anyway.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -112,7 +111,7 @@ _override: Limits | None = None
 def parse_count(option: str, v: str) -> int:
     try:
         n = int(float(v)) if any(c in v.lower() for c in ".e") else int(v, 0)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: 1e400 is an infinite float
         raise UserError(option, v, "a positive integer like 200000000 or 2e8") from None
     if n < 1:
         raise UserError(option, v, "a positive integer like 200000000 or 2e8")
@@ -125,9 +124,9 @@ def parse_bytes(option: str, v: str) -> int:
     mult = units.get(s[-1:], 1)
     try:
         n = int(float(s[:-1] if s[-1:] in units else s) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: 1e400 is an infinite float
         raise UserError(option, v, "a size like 8g, 512m (k/m/g/t = 2^10..2^40)") from None
-    if n < 1 or not math.isfinite(n):
+    if n < 1:
         raise UserError(option, v, "a size like 8g, 512m (k/m/g/t = 2^10..2^40)")
     return n
 
