@@ -450,6 +450,8 @@ def test_printable_junk_in_every_position(env: dict[str, Any], capsys: pytest.Ca
     ["bisect", "lockstress", "--series", "MIXED", "--runs", "1"],
     # a kernel file with an unknown key that is not a string, next to one that is (sorted(): TypeError)
     ["run", "lockstress", "-k", "KMIXED"],
+    # a machine file whose node mem_type is a list (set membership of an unhashable value: TypeError)
+    ["machine", "show", "MEMTYPE"],
     # a kernel or series file that is not UTF-8 (UnicodeDecodeError)
     ["run", "lockstress", "-k", "BINARY"],
     ["bisect", "lockstress", "--series", "BINARY"],
@@ -462,6 +464,10 @@ def test_found_by_the_fuzzer(argv_: list[str], env: dict[str, Any], capsys: pyte
     files = {"BIG": tmp / "big.yaml", "MIXED": tmp / "mixed.yaml", "BINARY": tmp / "binary.yaml",
              "KMIXED": tmp / "kmixed.yaml"}
     files["KMIXED"].write_text("base: v3.13\nnull: 1\nx: 2\n")
+    files["MEMTYPE"] = tmp / "memtype.yaml"
+    d["sockets"][0]["cores"] = d["sockets"][1]["cores"] = 2
+    d["nodes"][0]["mem_type"] = []
+    files["MEMTYPE"].write_text(yaml.safe_dump(d))
     files["BIG"].write_text(yaml.safe_dump(d))
     files["MIXED"].write_text(f"base: v3.12\npatches: [{PATCH_IDS[0]}]\n1: 2\n")
     files["BINARY"].write_bytes(b"\xff\xfe\x00base")

@@ -106,7 +106,7 @@ class _Checker:
         return v
 
     def mem_type(self, v: Any, path: str) -> MemoryType:
-        if v not in {t.value for t in MemoryType}:
+        if not isinstance(v, str) or v not in {t.value for t in MemoryType}:  # a list is not hashable
             raise self.fail(path, v, ", ".join(t.value for t in MemoryType))
         return MemoryType(v)
 
