@@ -465,9 +465,9 @@ def test_found_by_the_fuzzer(argv_: list[str], env: dict[str, Any], capsys: pyte
              "KMIXED": tmp / "kmixed.yaml"}
     files["KMIXED"].write_text("base: v3.13\nnull: 1\nx: 2\n")
     files["MEMTYPE"] = tmp / "memtype.yaml"
-    d["sockets"][0]["cores"] = d["sockets"][1]["cores"] = 2
-    d["nodes"][0]["mem_type"] = []
-    files["MEMTYPE"].write_text(yaml.safe_dump(d))
+    m = machine_to_dict(get_machine("tiny"))
+    m["nodes"][0]["mem_type"] = []
+    files["MEMTYPE"].write_text(yaml.safe_dump(m))
     files["BIG"].write_text(yaml.safe_dump(d))
     files["MIXED"].write_text(f"base: v3.12\npatches: [{PATCH_IDS[0]}]\n1: 2\n")
     files["BINARY"].write_bytes(b"\xff\xfe\x00base")
