@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -43,6 +44,9 @@ EXECUTORS = ("serial", "process", "dask")
 # a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
 SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
+# How often a process-pool worker checks that the sweep process that started it is alive: an orphan
+# exits within this time instead of computing (and holding memory) for nobody.
+ORPHAN_POLL_SECONDS = 0.5
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
 
@@ -161,7 +165,8 @@ def _ncpus() -> int:
 def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), initializer=_exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         futs = {pool.submit(_work, s): i for i, s in enumerate(specs)}
         try:
             for f in as_completed(futs):
@@ -169,6 +174,23 @@ def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict
         finally:
             for f in futs:
                 f.cancel()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Process-pool worker initializer: exit as soon as the sweep process is gone.
+
+    When the sweep process is killed (``kill -9``, the OOM killer) its pool workers are orphaned and,
+    blocked on a call queue whose pipe their siblings keep open, would otherwise sleep forever. A daemon
+    thread polls ``os.getppid()`` (it changes when the parent dies) and ends the worker, even mid-run:
+    nobody is left to receive or store its result.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mmsim-orphan-watch", daemon=True).start()
 
 
 def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
