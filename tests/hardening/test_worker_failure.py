@@ -1,0 +1,54 @@
+"""Worker failure (issue 9, item 5): a Dask worker killed with SIGKILL during a sweep.
+
+A local cluster of two nanny-supervised worker processes runs a sweep through the dask executor
+(``--scheduler ADDRESS``, the same code path as ``--workers N``, which builds such a cluster itself). When a
+result arrives, the test SIGKILLs a worker process that is running a task, twice in one sweep. The
+scheduler re-runs the lost tasks on the other worker (or on the one its nanny restarts); the sweep must end
+with every point, each stored exactly once, and with the same metrics as a serial run: a re-run task is the
+same deterministic run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from reliability_common import check_store
+
+from mmsim.experiments.sweep import sweep
+from mmsim.results.store import Store
+
+GRID = {"tasks": "8", "iterations": "8000", "think_ns": ",".join(str(t) for t in range(100, 110))}  # 10 points
+KILL_AT = (1, 4)  # SIGKILL a busy worker when the 1st and the 4th result arrive
+
+
+def test_sweep_survives_killed_dask_workers(tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    store = Store(tmp_path / "results.duckdb")
+    killed: list[tuple[int, int]] = []  # (result count at the kill, tasks the killed worker was running)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+
+        def kill_a_busy_worker(done: int, total: int, last: dict[str, Any]) -> None:
+            if not last or done not in KILL_AT:
+                return
+            pids: dict[str, int] = client.run(os.getpid)
+            busy = {w: len(keys) for w, keys in client.processing().items() if keys and w in pids}
+            if busy:
+                victim = max(busy, key=lambda w: busy[w])
+                os.kill(pids[victim], signal.SIGKILL)
+                killed.append((done, busy[victim]))
+
+        s = sweep("lockstress", GRID, executor="dask", scheduler=cluster.scheduler_address, store=store,
+                  progress=kill_a_busy_worker)
+    assert len(killed) == len(KILL_AT) and all(n >= 1 for _, n in killed), killed
+    npoints = len(GRID["think_ns"].split(","))
+    assert s.executed == len(s.points) == npoints
+    ids = check_store(store.path)
+    assert len(ids) == len(set(ids)) == npoints
+    serial = sweep("lockstress", GRID, executor="serial")
+    assert [p.runs for p in s.points] == [p.runs for p in serial.points]
