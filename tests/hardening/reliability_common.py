@@ -43,3 +43,26 @@ def check_store(path: Path) -> list[str]:
         want = len(flat_metrics(json.loads(res)))
         assert per_run.get(rid, 0) == want, f"run {rid}: {per_run.get(rid, 0)} metric rows, expected {want}"
     return [rid for rid, _ in runs]
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    return kids
+
+
+def alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

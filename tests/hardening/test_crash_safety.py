@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_common import check_store, child_env, mmsim_cmd
+from reliability_common import alive, check_store, child_env, children, mmsim_cmd
 
 from mmsim.experiments.executors import canonical
 from mmsim.experiments.run import RunSpec
@@ -42,28 +42,6 @@ def _run_ids(think_ns: list[int], iterations: int) -> set[str]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    """The pids whose parent is ``pid`` (from /proc)."""
-    kids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(d.name))
-    return kids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_sigkilled_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
     """``mmsim sweep`` (process pool, 2 workers) killed with SIGKILL once some points are stored; the re-run
     computes exactly the missing points and the store ends with one whole result per point."""
@@ -76,7 +54,7 @@ def test_sigkilled_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
     while stored == 0 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
         stored = Store(store).count()
-    workers = _children(proc.pid)
+    workers = children(proc.pid)
     assert proc.poll() is None, "the sweep ended before it could be killed half-way"
     proc.send_signal(signal.SIGKILL)  # the sweep process only, like the OOM killer: its pool workers are orphaned
     proc.wait(TIMEOUT)
@@ -84,9 +62,9 @@ def test_sigkilled_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
     assert 0 < stored < len(points), f"killed with {stored} of {len(points)} points stored"
     assert len(workers) == 2
     until = time.monotonic() + 10
-    while any(map(_alive, workers)) and time.monotonic() < until:
+    while any(map(alive, workers)) and time.monotonic() < until:
         time.sleep(0.1)
-    orphans = [w for w in workers if _alive(w)]
+    orphans = [w for w in workers if alive(w)]
     for w in orphans:  # leave no process behind when the check fails
         os.kill(w, signal.SIGKILL)
     assert not orphans, "orphaned pool workers outlived the killed sweep"

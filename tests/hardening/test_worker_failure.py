@@ -1,11 +1,12 @@
-"""Worker failure (issue 9, item 5): a Dask worker killed with SIGKILL during a sweep.
+"""Worker failure (issue 9, item 5): a Dask worker, or a process-pool worker, killed with SIGKILL during a sweep.
 
 A local cluster of two nanny-supervised worker processes runs a sweep through the dask executor
 (``--scheduler ADDRESS``, the same code path as ``--workers N``, which builds such a cluster itself). When a
 result arrives, the test SIGKILLs a worker process that is running a task, twice in one sweep. The
 scheduler re-runs the lost tasks on the other worker (or on the one its nanny restarts); the sweep must end
 with every point, each stored exactly once, and with the same metrics as a serial run: a re-run task is the
-same deterministic run.
+same deterministic run. The process executor (the default) gets the same treatment: a dead worker breaks
+a ``ProcessPoolExecutor``, and the executor re-runs the unfinished runs on a new pool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from reliability_common import check_store
+from reliability_common import check_store, children
 
 from mmsim.experiments.sweep import sweep
 from mmsim.results.store import Store
@@ -46,6 +47,40 @@ def test_sweep_survives_killed_dask_workers(tmp_path: Path) -> None:
         s = sweep("lockstress", GRID, executor="dask", scheduler=cluster.scheduler_address, store=store,
                   progress=kill_a_busy_worker)
     assert len(killed) == len(KILL_AT) and all(n >= 1 for _, n in killed), killed
+    npoints = len(GRID["think_ns"].split(","))
+    assert s.executed == len(s.points) == npoints
+    ids = check_store(store.path)
+    assert len(ids) == len(set(ids)) == npoints
+    serial = sweep("lockstress", GRID, executor="serial")
+    assert [p.runs for p in s.points] == [p.runs for p in serial.points]
+
+
+def _pool_workers() -> list[int]:
+    """This process's forked children (a fork keeps the parent's command line): the process pool's workers."""
+    me = Path("/proc/self/cmdline").read_bytes()
+    out = []
+    for pid in children(os.getpid()):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == me:
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def test_sweep_survives_killed_process_pool_workers(tmp_path: Path) -> None:
+    store = Store(tmp_path / "results.duckdb")
+    killed: list[int] = []  # result count at each kill
+
+    def kill_a_pool_worker(done: int, total: int, last: dict[str, Any]) -> None:
+        if last and done in KILL_AT:
+            workers = _pool_workers()
+            if workers:  # both workers are busy: the pool queues every task up front
+                os.kill(workers[0], signal.SIGKILL)
+                killed.append(done)
+
+    s = sweep("lockstress", GRID, executor="process", workers=2, store=store, progress=kill_a_pool_worker)
+    assert killed == list(KILL_AT)
     npoints = len(GRID["think_ns"].split(","))
     assert s.executed == len(s.points) == npoints
     ids = check_store(store.path)

@@ -14,11 +14,21 @@ nothing but its spec and seed, so every executor gives the same metrics
     in this process, in order.
 ``process`` (default)
     ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes
-    (default: the CPUs this process may use).
+    (default: the CPUs this process may use). A worker that dies (SIGKILL,
+    the OOM killer) breaks the pool: the unfinished runs go to a new pool, up
+    to ``POOL_RESTARTS`` times. Workers exit when the sweep process dies.
 ``dask``
     ``distributed.Client``: on an existing cluster (``scheduler``, e.g.
     ``tcp://host:8786``; its workers need mmsim installed) or on a
-    ``LocalCluster`` of ``workers`` single-threaded worker processes.
+    ``LocalCluster`` of ``workers`` single-threaded worker processes. The
+    scheduler re-runs the tasks of a worker that dies on the others (a task
+    whose workers die ``distributed.scheduler.allowed-failures`` times, 3 by
+    default, fails the sweep with ``KilledWorker``); a local cluster's nannies
+    restart dead workers.
+
+Tested in ``tests/hardening/``: identical results on every executor and in
+fresh processes, sweeps killed with SIGKILL and re-run, concurrent sweeps on
+one store, workers killed mid-sweep.
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming 
 # How often a process-pool worker checks that the sweep process that started it is alive: an orphan
 # exits within this time instead of computing (and holding memory) for nobody.
 ORPHAN_POLL_SECONDS = 0.5
+# A broken process pool (a worker died) is replaced this often before the sweep gives up.
+POOL_RESTARTS = 3
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
 
@@ -163,17 +177,34 @@ def _ncpus() -> int:
 
 
 def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Run on a process pool; when a worker dies (SIGKILL, the OOM killer) the pool breaks, and the runs
+    it had not finished go to a new pool, up to ``POOL_RESTARTS`` times (like Dask's allowed-failures):
+    a spec that keeps killing its worker ends the sweep instead of looping forever."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), initializer=_exit_with_parent,
-                             initargs=(os.getpid(),)) as pool:
-        futs = {pool.submit(_work, s): i for i, s in enumerate(specs)}
-        try:
-            for f in as_completed(futs):
-                yield futs[f], _unwrap(f.result())
-        finally:
-            for f in futs:
-                f.cancel()
+    todo = dict(enumerate(specs))
+    for attempt in range(POOL_RESTARTS + 1):
+        if attempt:
+            log.warning("mmsim: a worker process died; re-running %d unfinished runs on a new pool (%d/%d)",
+                        len(todo), attempt, POOL_RESTARTS)
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_exit_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
+            futs = {pool.submit(_work, s): i for i, s in todo.items()}
+            try:
+                for f in as_completed(futs):  # after a break every future completes: keep what finished
+                    if isinstance(f.exception(), BrokenProcessPool):
+                        continue
+                    i = futs[f]
+                    del todo[i]
+                    yield i, _unwrap(f.result())
+            finally:
+                for f in futs:
+                    f.cancel()
+        if not todo:
+            return
+    raise RuntimeError(f"worker processes died {POOL_RESTARTS + 1} times (killed by a signal, e.g. the OOM "
+                       f"killer?); {len(todo)} runs unfinished, the finished ones are stored: re-run to resume")
 
 
 def _exit_with_parent(parent: int) -> None:
