@@ -60,7 +60,7 @@ def test_sigkilled_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
     proc.wait(TIMEOUT)
     stored = Store(store).count()  # a last batch may have committed between the poll and the kill
     assert 0 < stored < len(points), f"killed with {stored} of {len(points)} points stored"
-    assert len(workers) == 2
+    assert workers, "the sweep had no pool workers"
     until = time.monotonic() + 10
     while any(map(alive, workers)) and time.monotonic() < until:
         time.sleep(0.1)

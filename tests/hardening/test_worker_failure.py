@@ -27,22 +27,23 @@ KILL_AT = (1, 4)  # SIGKILL a busy worker when the 1st and the 4th result arrive
 
 
 def test_sweep_survives_killed_dask_workers(tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
     store = Store(tmp_path / "results.duckdb")
     killed: list[tuple[int, int]] = []  # (result count at the kill, tasks the killed worker was running)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+                      silence_logs=logging.CRITICAL) as cluster:
+        scheduler = cluster.scheduler
+        assert scheduler is not None  # in this process: its state names each worker's pid and tasks
 
         def kill_a_busy_worker(done: int, total: int, last: dict[str, Any]) -> None:
             if not last or done not in KILL_AT:
                 return
-            pids: dict[str, int] = client.run(os.getpid)
-            busy = {w: len(keys) for w, keys in client.processing().items() if keys and w in pids}
+            busy = [(len(ws.processing), ws.pid) for ws in list(scheduler.workers.values()) if ws.processing]
             if busy:
-                victim = max(busy, key=lambda w: busy[w])
-                os.kill(pids[victim], signal.SIGKILL)
-                killed.append((done, busy[victim]))
+                ntasks, pid = max(busy)
+                os.kill(pid, signal.SIGKILL)
+                killed.append((done, ntasks))
 
         s = sweep("lockstress", GRID, executor="dask", scheduler=cluster.scheduler_address, store=store,
                   progress=kill_a_busy_worker)

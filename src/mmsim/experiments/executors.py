@@ -242,7 +242,10 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     try:
         futs = client.map(_work, list(specs), pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
-        for f in as_completed(futs):
+        # on this client's loop: by default as_completed follows the process's *default* client, which is
+        # another one when the caller has its own Client (dask/distributed#4357): results then come back
+        # on the wrong event loop ("... is bound to a different event loop") or not at all
+        for f in as_completed(futs, loop=client.loop):
             yield index[f.key], _unwrap(f.result())
     finally:
         client.close()
