@@ -88,7 +88,7 @@ def validate_cmd(
     from mmsim.errors import UserError
     from mmsim.native.report import format_validate
     from mmsim.native.validate import validate
-    from mmsim.native.workloads import parse_size
+    from mmsim.workloads.vm_scalability import memparse as parse_size
 
     try:
         parse_size(size)

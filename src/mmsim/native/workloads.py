@@ -36,7 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmsim.errors import UserError
-from mmsim.workloads.base import ParamInfo, parse_choice, parse_int
+from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, resolve_params
+from mmsim.workloads.thp_memscale import parse_bytes as parse_decimal_bytes
+from mmsim.workloads.vm_scalability import memparse as parse_size
+from mmsim.workloads.vm_scalability import parse_nr_task
 
 HPAGE = 2 << 20
 PF1_MEMSIZE = 128 << 20  # will-it-scale tests/page_fault1.c MEMSIZE
@@ -44,15 +47,6 @@ XFERSIZE = 64 << 10  # lmbench src/bench.h XFERSIZE
 XFER = 10 << 20  # lmbench src/bw_unix.c XFER
 MB = 1 << 20  # lmbench src/bench.h MB
 
-
-def parse_size(v: str) -> int:
-    """usemem's memparse: a number with optional k/m/g = 2^10/2^20/2^30 (binary)."""
-    s = str(v).strip().lower()
-    shift = {"k": 10, "m": 20, "g": 30}.get(s[-1:], 0)
-    num = s[:-1] if shift else s
-    if not num.isdigit() or int(num) == 0:
-        raise ValueError
-    return int(num) << shift
 
 
 def parse_seconds(v: str) -> float:
@@ -93,27 +87,11 @@ def get_native(name: str) -> NativeWorkload:
 
 
 def resolve_native_params(w: NativeWorkload, given: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: v.default for k, v in w.params.items()}
-    for k, v in given.items():
-        info = w.params.get(k)
-        if info is None:
-            raise UserError(f"-p {k}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
-        try:
-            out[k] = info.parse(v)
-        except (ValueError, TypeError):
-            raise UserError(f"-p {k}", v, info.allowed) from None
-    return out
+    """The simulator's ``resolve_params``: same defaults, parsing and errors."""
+    return resolve_params(w, given)  # type: ignore[arg-type]
 
 
 # -- vm-scalability usemem ---------------------------------------------------------
-
-def parse_nr_task(v: str) -> str:
-    """An integer >= 1, or a percentage of the CPUs (LKP's ``nr_task: 50%``), as the simulator takes it."""
-    s = str(v).strip()
-    digits = s[:-1] if s.endswith("%") else s
-    if not digits.isdigit() or not 1 <= int(digits) <= (1000 if s.endswith("%") else 1024):
-        raise ValueError
-    return s
 
 
 def nr_tasks(v: str) -> int:
@@ -124,7 +102,7 @@ def nr_tasks(v: str) -> int:
 
 
 NR_TASK = ParamInfo("1", "usemem -n: number of processes, or a percentage of the CPUs like 50%", parse_nr_task,
-                    "an integer 1..1024 or a percentage like 50%")
+                    "an integer >= 1 or a percentage like 50%")
 SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks, each gets size / nr_task "
                  "(k/m/g = 2^10/2^20/2^30)", parse_size, "a size like 256m, 1g, 4096")
 RUNTIME = ParamInfo(300, "usemem -T: seconds before usemem stops early (LKP's runtime)", parse_int(1),
@@ -414,14 +392,6 @@ register(NativeWorkload(
 GLIBC_MALLOC_HEADER = 16  # glibc: an mmapped chunk carries a 2 * SIZE_SZ header (malloc/malloc.c sysmalloc)
 
 
-def parse_decimal_bytes(v: str) -> int:
-    """thp_memscale's -b: a number with optional k/m/g = 10^3/10^6/10^9."""
-    s = str(v).strip().lower()
-    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(s[-1:], 1)
-    num = s[:-1] if s[-1:] in "kmg" else s
-    if not num.isdigit() or int(num) == 0:
-        raise ValueError
-    return int(num) * mult
 
 
 def _thp_memscale(p: dict[str, Any], thp: str | None) -> dict[str, float]:
