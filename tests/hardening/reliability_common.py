@@ -66,3 +66,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stop_resource_tracker() -> None:
+    """Stop multiprocessing's resource tracker, which a Dask LocalCluster (spawn context) starts and which
+    otherwise stays this process's child for the rest of the session (tests elsewhere check that a run leaves
+    no child behind). It restarts on demand."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    if getattr(tracker, "_fd", None) is not None:
+        tracker._stop()

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from reliability_common import child_env, comparable, mmsim_cmd
+from reliability_common import child_env, comparable, mmsim_cmd, stop_resource_tracker
 
 from mmsim.experiments.executors import run_many
 from mmsim.experiments.run import RunSpec
@@ -38,6 +39,12 @@ RNG_DRIVEN = ("vm-scalability/anon-w-rand", "pmbench")  # their results depend o
 
 def _specs(seed: int = SEED) -> list[RunSpec]:
     return [RunSpec(w, "tiny", KERNEL, params=p, seed=seed) for w, p in CASES]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leftover_children() -> Iterator[None]:
+    yield
+    stop_resource_tracker()
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,24 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reliability_common import check_store, children
+import pytest
+from reliability_common import check_store, children, stop_resource_tracker
 
 from mmsim.experiments.sweep import sweep
 from mmsim.results.store import Store
 
 GRID = {"tasks": "8", "iterations": "8000", "think_ns": ",".join(str(t) for t in range(100, 110))}  # 10 points
 KILL_AT = (1, 4)  # SIGKILL a busy worker when the 1st and the 4th result arrive
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leftover_children() -> Iterator[None]:
+    yield
+    stop_resource_tracker()
 
 
 def test_sweep_survives_killed_dask_workers(tmp_path: Path) -> None:
