@@ -53,6 +53,7 @@ EXECUTORS = ("serial", "process", "dask")
 # transaction costs ~30-100 ms, too much per run for a sweep of short runs;
 # a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
+FLUSH_ENV = "MMSIM_FLUSH_SECONDS"  # overrides FLUSH_SECONDS: a shorter loss window for more transactions
 SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
 # How often a process-pool worker checks that the sweep process that started it is alive: an orphan
 # exits within this time instead of computing (and holding memory) for nobody.
@@ -284,7 +285,8 @@ class _Writer:
             self.pending = []
 
     def _loop(self) -> None:
-        while not self.stop.wait(FLUSH_SECONDS):
+        interval = flush_seconds()
+        while not self.stop.wait(interval):
             try:
                 self.flush()
             except Exception:  # the runs stay pending; close() retries and raises
@@ -295,6 +297,20 @@ class _Writer:
         if self.thread is not None:
             self.thread.join()
         self.flush()
+
+
+def flush_seconds() -> float:
+    """``$MMSIM_FLUSH_SECONDS`` if set (a number of seconds > 0), else ``FLUSH_SECONDS``."""
+    text = os.environ.get(FLUSH_ENV)
+    if text is None:
+        return FLUSH_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise UserError(FLUSH_ENV, text, "a number of seconds > 0")
+    return value
 
 
 def run_many(
@@ -313,6 +329,8 @@ def run_many(
     every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    if store is not None:
+        flush_seconds()  # and the writer's interval
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
     results: list[dict[str, Any] | None] = [None] * len(specs)
     if store is not None and not fresh:
