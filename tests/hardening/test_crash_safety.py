@@ -85,7 +85,7 @@ def test_sigkilled_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
 def test_two_concurrent_sweeps_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> None:
     """Two ``mmsim sweep`` processes on one store at once, overlapping grids: the union, each run once."""
     store = tmp_path / "results.duckdb"
-    iterations = 8000  # ~0.15 s per point: both sweeps run (and write) at the same time
+    iterations = 4000  # ~0.07 s per point: both sweeps run (and write) at the same time
     grids = [list(range(1, 11)), list(range(6, 16))]  # 10 points each, 5 shared: 15 distinct runs
     procs = [subprocess.Popen(mmsim_cmd(*_sweep_args(store, g, iterations, "--executor", "serial")),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
