@@ -119,3 +119,27 @@ def test_scan_share_counts_only_the_scanner(tiny: Machine) -> None:
     c.busy(1, "change_prot_numa", 30)
     c.busy(1, "do_numa_page", 10)
     assert nb.scan_share(s) == 90 / 1000
+
+
+def test_next_tick_ns_is_the_first_time_task_tick_numa_fires(tiny: Machine) -> None:
+    """The bound a chunked workload ends its chunk at: task_tick_numa is False just before it, True at it,
+    also when numa_next_scan is later than the task's own stamp."""
+    s, mm = _mm(tiny, 4)
+    t = Task(1, "t", cpu=0, mm=mm)
+    t.started_at = 0
+    nb.init_task(s, t, mm)
+    due = nb.next_tick_ns(s, t, mm)
+    assert due == 1_000_000_001  # scan delay 1000 ms: runtime must exceed it
+    s.engine.now = due - 1
+    assert not nb.task_tick_numa(s, t, mm)
+    s.engine.now = due
+    assert nb.task_tick_numa(s, t, mm)
+    s.numa_mm[id(mm)].next_scan_ns = 5_000_000_000  # another task of the mm scanned: the mm waits
+    due = nb.next_tick_ns(s, t, mm)
+    assert due == 5_000_000_000
+    s.engine.now = due - 1
+    assert not nb.task_tick_numa(s, t, mm)
+    s.engine.now = due
+    assert nb.task_tick_numa(s, t, mm)
+    s2 = System(tiny, resolve("v5.4"), seed=0)  # numa_balancing=0: never
+    assert nb.next_tick_ns(s2, Task(2, "u", cpu=0), mm) >= 1 << 62

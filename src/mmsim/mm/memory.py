@@ -488,7 +488,7 @@ def do_numa_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any
     if page_nid < 0:
         page_nid = s.machine.cpu_node(mm.home_cpu)
     now = s.engine.now
-    miss = mprotect.touch_lines(s, cpu, ("struct page", id(mm), slot), 512, _range(i, i + 1), now)
+    miss = mprotect.touch_line(s, cpu, ("struct page", id(mm), slot), 512, i, now)
     stall = mprotect.mem_latency_ns(s, cpu, mprotect.memmap_node(s, page_nid)) if miss else 0.0
     v = s.counters.vm[cpu]
     v[NUMA_HINT_FAULTS] += 1

@@ -115,6 +115,23 @@ def touch_lines(s: Any, cpu: int, key: Hashable, nlines: int, idx: np.ndarray, n
     return nmiss
 
 
+def touch_line(s: Any, cpu: int, key: Hashable, nlines: int, i: int, now: int) -> int:
+    """:func:`touch_lines` for the one line ``i`` (a hinting fault's struct
+    page), in scalar code; returns 1 on a miss, else 0."""
+    c = s.cache.of_cpu(cpu)
+    clk = c.advance(now)
+    a = s.line_stamps.get(key)
+    if a is None:
+        a = s.line_stamps[key] = np.full(nlines, NEVER)
+    miss = 0 if clk - float(a[i]) < c.capacity else 1
+    a[i] = clk + LINE
+    c.add_stream(now, LINE, 0)
+    p = s.counters.perf[cpu]
+    p[CACHE_REFERENCES] += 1
+    p[CACHE_MISSES] += miss
+    return miss
+
+
 def mem_latency_ns(s: Any, cpu: int, node: int) -> float:
     """Idle load-to-use latency from ``cpu`` to memory on ``node``: the node's
     own latency from its socket, scaled by SLIT (defined as relative latency)
@@ -133,10 +150,10 @@ def memmap_node(s: Any, node: int) -> int:
     """Where the struct pages of ``node`` live: a CPU-less (hot-added PMEM)
     node's memmap is allocated when it is onlined, from its socket's DRAM
     node; every other node holds its own (``sparse_init_nid``)."""
-    nd = s.machine.nodes[node]
-    if s.machine.node_cpus(node):
+    m = s.machine
+    if any(sk.node == node for sk in m.sockets):  # node_cpus(node) is not empty: a socket's own node
         return node
-    return int(s.machine.sockets[nd.socket].node)
+    return int(m.sockets[m.nodes[node].socket].node)
 
 
 def _ns(s: Any, cyc: float) -> float:

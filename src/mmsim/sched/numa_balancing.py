@@ -183,6 +183,18 @@ def task_tick_numa(s: Any, task: Task, mm: Any) -> bool:
     return False
 
 
+def next_tick_ns(s: Any, task: Task, mm: Any) -> int:
+    """The earliest time :func:`task_tick_numa` can return True for ``task``:
+    its runtime past ``node_stamp + numa_scan_period`` and the mm's
+    ``numa_next_scan`` passed (workloads that sample accesses in chunks end a
+    chunk there). Without NUMA balancing state: far in the future."""
+    nt: NumaTask | None = task.data.get("numa")
+    if nt is None or not enabled(s):
+        return 1 << 62
+    own = max(0, task.started_at) + nt.node_stamp_ns + nt.scan_period_ms * MS + 1
+    return max(own, int(s.numa_mm[id(mm)].next_scan_ns))
+
+
 def task_numa_work(task: Task, mm: Any) -> Generator[Any, Any, int]:
     """``task_numa_work`` (kernel/sched/fair.c, v5.4); returns PTEs updated."""
     s = mm.system

@@ -27,6 +27,21 @@ page's node from the CPU (PMEM's own latency, SLIT-scaled when remote).
 ``task_tick_numa`` is checked at each return to user space (every batch or
 fault); its ``task_numa_work`` then runs in the thread.
 
+``sampling=page`` (patterns uniform, normal, pareto) replaces the
+per-access draws by per-page ones: between two points where the kernel can
+change the PTEs (a NUMA scan, the end), the number of accesses each page of
+the set receives is multinomial with the pattern's exact page
+probabilities (:meth:`PatternGen.probs`), and the kernel entries are the
+pages touched at least once while not present or protnone, at the first of
+their accesses, in position order: the same faults as access by access, at
+a cost proportional to the pages, not the accesses. Its LLC model is the
+same byte-clock rule under independent references: an access to a line of
+page i hits with ``1 - (1 - p_i/64)^W``, W the LLC's capacity in lines
+(divided among the threads sharing it); kernel traffic does not shorten W
+there, and the accesses between two faults are charged at the previous
+chunk's average time per access (the chunk's total is exact). The
+latency histogram and averages come from the same mix.
+
 The mmsim extras ``mempolicy`` / ``nodes`` / ``mpol_flags`` are what
 ``numactl --membind/--interleave/--preferred`` would set; ``basecpu`` places
 thread i on CPU ``basecpu + i``. ``duration`` accepts fractions of a second
@@ -67,6 +82,10 @@ HISTO_LOOP_CYC = 15
 PATTERN_CYC = {"linear": 5, "uniform": 10, "normal": 60, "pareto": 80}
 WARMUP_RUNS = {"linear": 1, "uniform": 4, "normal": 1, "pareto": 8}  # pattern.c get_warmup_run, x n
 NBUCKETS = 40
+# sampling=page: a chunk is drawn again at least every 200 ms of simulated time, so that its per-access time
+# estimate follows the page mix (migrations, memhog exits). A modelling choice, not a measured value.
+CHUNK_MAX_NS = 200_000_000
+TICK_NS = 4_000_000  # HZ = 250 (the v5.4 x86 defconfig): several threads see each other's PTE changes per tick
 USER_INSNS = 40  # instructions per access of pmbench's histo loop (estimate, with the generator)
 
 
@@ -127,6 +146,38 @@ class PatternGen:
             return np.asarray(np.minimum(val.astype(np.int64) - 1, n - 1), dtype=np.int64)
         return self._linear(k)
 
+    def probs(self) -> np.ndarray:
+        """The probability of each page per access: exactly the distribution :meth:`draw`
+        samples (uniform, normal with pmbench's integer standard deviation, truncation and
+        out-of-range rule, bounded Pareto then ``int(val) - 1``). Linear has none (it is a
+        deterministic sequence)."""
+        n = self.n
+        k = np.arange(n + 1, dtype=np.float64)
+        if self.pattern == "uniform":
+            return np.full(n, 1.0 / n)
+        if self.pattern == "normal":
+            sd = int(self.shape)
+            c = n // 2
+            pr = np.zeros(n)
+            if sd <= 0:
+                pr[c] = 1.0
+                return pr
+            # y = N(0, sd) + c; page int(y) for 0 <= y < n (y >= 0: truncation is the floor), else c
+            z = (k - c) / (sd * math.sqrt(2.0))
+            cdf = 0.5 * (1.0 + np.fromiter((math.erf(x) for x in z.tolist()), dtype=np.float64, count=len(z)))
+            pr = np.diff(cdf)
+            pr[c] += cdf[0] + (1.0 - cdf[n])
+            return np.asarray(pr / pr.sum(), dtype=np.float64)
+        if self.pattern == "pareto":
+            a = self.shape
+            cnorm = 1.0 - (1.0 / n) ** a
+            # val = (1 - u cnorm)^(-1/a) in [1, n]: P(val <= v) = (1 - v^-a) / cnorm; page = int(val) - 1
+            v = np.minimum(k + 1.0, float(n))
+            cdf = (1.0 - v ** (-a)) / cnorm
+            pr = np.diff(cdf)
+            return np.asarray(np.maximum(pr, 0.0) / np.maximum(pr, 0.0).sum(), dtype=np.float64)
+        raise ValueError("linear has no page probabilities")
+
     def _linear(self, k: int) -> np.ndarray:
         parts = []
         while k > 0:
@@ -160,6 +211,9 @@ class Pmbench:
                               "seconds, > 0 and <= 3600"),
         "delay": ParamInfo(0, "-d: busy-wait cycles between accesses", parse_int(0), "an integer >= 0"),
         "cold": ParamInfo(0, "-c: 1 = no warm-up", parse_int(0, 1), "0 or 1"),
+        "sampling": ParamInfo("access", "mmsim: 'access' draws every access; 'page' draws each page's access "
+                              "count between kernel events (not for linear)", parse_choice("access", "page"),
+                              "access, page"),
         "mempolicy": ParamInfo("default", "numactl policy of the map: default, bind, interleave, preferred",
                                parse_choice("default", "bind", "interleave", "preferred"),
                                "default, bind, interleave, preferred"),
@@ -193,6 +247,8 @@ class Pmbench:
             raise UserError("-p setsize", p["setsize"], f"at most mapsize ({p['mapsize']} MiB)")
         if p["basecpu"] + p["jobs"] > m.ncpus:
             raise UserError("-p jobs", p["jobs"], f"at most {m.ncpus - p['basecpu']} on {m.name} (one CPU each)")
+        if p["sampling"] == "page" and p["pattern"] == "linear":
+            raise UserError("-p sampling", "page", "access with pattern=linear (a sequence, not a distribution)")
         pol = make_policy(m, p["mempolicy"], p["nodes"], p["mpol_flags"])
         if p["memhog"]:
             # `numactl -m <DRAM nodes> memhog SIZE` run first (Huang Ying's tiering test scripts do this to
@@ -253,10 +309,11 @@ class Pmbench:
         st = s.workload_state
         gen = PatternGen(p["pattern"], npages, p["shape"], s.engine.rng.stream(f"pmbench/{i}"))
         rng = s.engine.rng.stream(f"pmbench/{i}/rw")
+        acc = self._accesses_paged if p["sampling"] == "page" else self._accesses
         if not p["cold"]:
-            yield from self._accesses(s, t, vma, p, gen, rng, WARMUP_RUNS[p["pattern"]] * npages, None, False)
+            yield from acc(s, t, vma, p, gen, rng, WARMUP_RUNS[p["pattern"]] * npages, None, False)
         end = s.engine.now + int(p["duration"] * 1e9)
-        yield from self._accesses(s, t, vma, p, gen, rng, -1, end, True)
+        yield from acc(s, t, vma, p, gen, rng, -1, end, True)
         st["done"] += 1
         if st["done"] == p["jobs"] and "joiner" in st:
             s.sched.wake_up(st["joiner"])
@@ -337,6 +394,186 @@ class Pmbench:
                 yield from numa_balancing.task_numa_work(t, mm)
         if pending:
             yield pending
+
+    def _accesses_paged(self, s: Any, t: Task, vma: Any, p: dict[str, Any], gen: PatternGen,
+                        rng: np.random.Generator, count: int, end: int | None,
+                        measure: bool) -> Generator[Any, Any, None]:
+        """``count`` accesses (or until ``end`` ns), sampled per page: see the module docstring.
+
+        One chunk runs from now to the next point where the kernel can change
+        the PTEs behind the thread's back (the next possible ``task_numa_work``,
+        the end, at most :data:`CHUNK_MAX_NS`; with several threads one tick).
+        Its ``k`` accesses are split over the pages by a multinomial draw with
+        the pattern's page probabilities, the writes among each page's accesses
+        by a binomial. A page that needs the kernel (not present, a hinting PTE
+        or PMD, the zero page written) faults at its first access (the first of
+        ``c`` uniform positions, ``1 - U^(1/c)``), a zero page mapped by a read
+        fault once more at its first write; the faults run in position order
+        through ``handle_mm_fault``, the accesses between them as user time."""
+        st = s.workload_state
+        m = s.machine
+        mm = t.mm
+        dense = st["dense"]
+        page0 = st["page0"]
+        cpu = t.cpu
+        ghz = m.freq_ghz
+        over_ns = (RDTSCP_PAIR_CYC + HISTO_LOOP_CYC + PATTERN_CYC[p["pattern"]] + p["delay"]) / ghz
+        timer_ns = RDTSCP_PAIR_CYC / 2 / ghz
+        l3 = m.caches[-1].latency_ns
+        nnodes = len(m.nodes)
+        lat_tbl = np.array([mem_latency_ns(s, cpu, n) for n in range(nnodes)] + [l3])
+        wr_frac = 1.0 - p["read_pct"] / 100.0
+        numa_on = numa_balancing.enabled(s)
+        pr = st.setdefault("probs", {}).get(p["pattern"])
+        if pr is None:
+            pr = st["probs"][p["pattern"]] = gen.probs()
+        npg = len(pr)
+        # LLC hit probability of an access to page i (independent references; the byte-clock rule of
+        # machine/llc.py): its line was referenced within the last W line-sized accesses of the threads
+        # sharing this LLC, W = capacity / 64 / sharers: 1 - (1 - p_i / 64)^W.
+        c = s.cache.of_cpu(cpu)
+        sharers = sum(1 for i in range(p["jobs"]) if s.cache.of_cpu(p["basecpu"] + i) is c)
+        w_lines = c.capacity / LINE / max(1, sharers)
+        lq = np.log1p(-pr / LINES_PER_PAGE)
+        runs = st.setdefault("paged_accesses", {})  # accesses drawn so far per thread (warm-up included)
+        st.setdefault("paged_credit", {})
+        gidx = np.arange(npg, dtype=np.int64) + page0
+        chunk_max = CHUNK_MAX_NS if p["jobs"] == 1 else TICK_NS
+        new_lat = float(lat_tbl[:nnodes].mean())  # memory latency of newly faulted pages, a running mean
+        est = over_ns + new_lat
+        nnew = 0
+        done = 0
+        while (count < 0 or done < count) and (end is None or s.engine.now < end):
+            now = s.engine.now
+            horizon = now + chunk_max
+            if end is not None:
+                horizon = min(horizon, end)
+            if numa_on:
+                horizon = min(horizon, max(numa_balancing.next_tick_ns(s, t, mm), now + TICK_NS))
+            # a cold cache holds only what was referenced since the start: W is at most the accesses so far
+            # (taken at the middle of the chunk)
+            k0 = max(1, int((horizon - now) / est))
+            if count >= 0:
+                k0 = min(k0, count - done)
+            hitp = -np.expm1(min(w_lines, runs.get(t.tid, 0) + k0 / 2) * lq)
+            # ns per access expected at the pages' current state (a page not yet present, or the zero page
+            # while there are writes: at the average latency of the pages faulted in so far)
+            nid_all = dense.nid[gidx]
+            lat_pg = np.where(dense.present[gidx] & ((nid_all >= 0) | (wr_frac == 0)), lat_tbl[nid_all], new_lat)
+            est = over_ns + float(pr @ (hitp * l3 + (1.0 - hitp) * lat_pg))
+            k = max(1, int((horizon - now) / est))
+            if count >= 0:
+                k = min(k, count - done)
+            cnt = rng.multinomial(k, pr)
+            ti = np.flatnonzero(cnt)
+            tc = cnt[ti]
+            gt = gidx[ti]
+            wr = rng.binomial(tc, wr_frac)
+            pres = dense.present[gt]
+            need = ~pres | dense.protnone[gt] | (pres & (dense.nid[gt] < 0) & (wr > 0))
+            hp = mm.pgtables.huge_protnone
+            if hp:
+                need |= np.isin((gt >> 9) + dense.first_slot, list(hp))
+            ni = np.flatnonzero(need)
+            nc, nw = tc[ni], wr[ni]
+            zero_w = pres[ni] & (dense.nid[gt[ni]] < 0) & ~dense.protnone[gt[ni]]
+            # first access: position and type (a zero page present already faults at its first write)
+            first_w = np.where(zero_w, True, rng.random(len(ni)) * nc < nw)
+            pos = np.where(zero_w, 1.0 - rng.random(len(ni)) ** (1.0 / np.maximum(nw, 1)),
+                           1.0 - rng.random(len(ni)) ** (1.0 / nc))
+            # a read fault on a new page may map the zero page: its first write (the first of the
+            # remaining writes, uniform after the first access) faults again if so
+            sec = np.flatnonzero(~pres[ni] & ~first_w & (nw > 0))
+            pos2 = pos[sec] + (1.0 - pos[sec]) * (1.0 - rng.random(len(sec)) ** (1.0 / nw[sec]))
+            ev_pos = np.concatenate([pos, pos2]) * k
+            ev_g = np.concatenate([gt[ni], gt[ni][sec]])
+            ev_w = np.concatenate([first_w, np.ones(len(sec), dtype=bool)])
+            order = np.argsort(ev_pos, kind="stable")
+            seg_charged = 0.0  # user time charged for the accesses between faults (at the estimate)
+            at = 0.0  # accesses accounted for so far
+            nfault = 0
+            pending = 0
+            tick_due = False
+            present, protnone, nid = dense.present, dense.protnone, dense.nid
+            first_slot = dense.first_slot
+            offs = (rng.integers(0, LINES_PER_PAGE, len(order)) * LINE).tolist()
+            for x, gj, wj, off in zip(ev_pos[order].tolist(), ev_g[order].tolist(), ev_w[order].tolist(), offs,
+                                      strict=True):
+                if present[gj] and not protnone[gj] and not (wj and nid[gj] < 0) and not (
+                        hp and (gj >> 9) + first_slot in hp):
+                    continue  # the first fault of this chunk already mapped it for writing
+                seg = x - at if x > at else 0.0
+                seg_ns = seg * est
+                tnow = s.engine.now + pending
+                c.advance(tnow)
+                c.add_stream(tnow, seg * LINE, int(seg_ns))
+                pending += s.counters.busy(cpu, "pmbench [user]", int(seg_ns) + 1, int(USER_INSNS * seg))
+                seg_charged += seg_ns
+                at += seg + 1.0
+                addr = vma.start + (gj - page0) * PAGE + off
+                t0 = s.engine.now + pending
+                yield from memory.handle_mm_fault(t, mm, vma, addr, wj, pre_ns=pending)
+                pending = 0
+                self._mark_huge(mm, dense, addr)
+                hp = mm.pgtables.huge_protnone
+                nj = int(nid[gj])
+                acc = float(lat_tbl[nj])  # the access itself, after the fault: a miss
+                pending += s.counters.busy(cpu, "pmbench [user]", int(acc + over_ns) + 1, USER_INSNS)
+                if measure:
+                    self._record_one(st, s.engine.now - t0 + acc + timer_ns)
+                if nj >= 0:
+                    nnew += 1
+                    new_lat += (acc - new_lat) / nnew
+                nfault += 1
+                if numa_on and numa_balancing.task_tick_numa(s, t, mm):
+                    tick_due = True  # the kernel may change PTEs now: the rest of the chunk waits for it
+                    break
+            c.advance(s.engine.now + pending)
+            c.add_stream(s.engine.now + pending, nfault * LINE, 0)  # the lines of the faulting accesses
+            # the chunk ran up to here when a scan became due (the rest is drawn again after it)
+            k_run = int(at) if tick_due else k
+            rest = k_run - at if not tick_due else 0.0
+            # the accesses that did not fault, at their pages' final state, hits by the IRM probability
+            bulk_total = max(0, k_run - nfault)
+            hits = rng.binomial(tc, hitp[ti])
+            nid_t = dense.nid[gt].astype(np.int64)
+            scale = bulk_total / k
+            miss_by_node = np.rint(np.bincount(np.where(nid_t < 0, nnodes, nid_t), weights=(tc - hits) * scale,
+                                               minlength=nnodes + 1)).astype(np.int64)
+            miss_by_node[nnodes] = 0  # the zero page (read faults): always cached
+            nmiss = int(miss_by_node.sum())
+            nhit = max(0, bulk_total - nmiss)
+            total_ns = float(miss_by_node @ lat_tbl) + nhit * l3 + over_ns * bulk_total
+            # charged so far at the estimate: the rest of the chunk's exact total; an overcharge (estimate
+            # too high) is taken off the next chunks, so the run's user time is the sum of its accesses
+            final_ns = total_ns - seg_charged - st["paged_credit"].get(t.tid, 0.0)
+            st["paged_credit"][t.tid] = max(0.0, -final_ns)
+            final_ns = max(0.0, final_ns)
+            tnow = s.engine.now + pending
+            c.advance(tnow)
+            c.add_stream(tnow, rest * LINE, int(final_ns))
+            pending += s.counters.busy(cpu, "pmbench [user]", int(final_ns) + 1, int(USER_INSNS * rest))
+            perf = s.counters.perf[cpu]
+            perf[CACHE_REFERENCES] += k_run
+            perf[CACHE_MISSES] += nmiss + nfault
+            if measure and bulk_total:
+                self._record_counts(st, np.append(lat_tbl[:nnodes], l3) + timer_ns,
+                                    np.append(miss_by_node[:nnodes], nhit))
+            done += k_run
+            runs[t.tid] = runs.get(t.tid, 0) + k_run
+            if pending:
+                yield pending
+                pending = 0
+            if numa_on and (tick_due or numa_balancing.task_tick_numa(s, t, mm)):
+                yield from numa_balancing.task_numa_work(t, mm)
+
+    @staticmethod
+    def _record_counts(st: dict[str, Any], lat_ns: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`_record` for ``counts[i]`` accesses of latency ``lat_ns[i]``."""
+        b = np.minimum(np.frexp(np.maximum(lat_ns, 1.0))[1] - 1, NBUCKETS - 1)
+        st["hist"] += np.bincount(b, weights=counts, minlength=NBUCKETS).astype(np.int64)
+        st["lat_sum_ns"] += float(lat_ns @ counts)
+        st["accesses"] += int(counts.sum())
 
     @staticmethod
     def _need(mm: Any, dense: Any, g: np.ndarray, writes: np.ndarray) -> np.ndarray:
