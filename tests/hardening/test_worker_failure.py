@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from reliability_common import check_store, children, stop_resource_tracker
 
+from mmsim.experiments import executors
+from mmsim.experiments.run import RunSpec
 from mmsim.experiments.sweep import sweep
 from mmsim.results.store import Store
 
@@ -96,3 +98,26 @@ def test_sweep_survives_killed_process_pool_workers(tmp_path: Path) -> None:
     assert len(ids) == len(set(ids)) == npoints
     serial = sweep("lockstress", GRID, executor="serial")
     assert [p.runs for p in s.points] == [p.runs for p in serial.points]
+
+
+_REAL_WORK = executors._work
+
+
+def _die_on_seed_3(spec: RunSpec) -> dict[str, Any]:
+    """A run that kills its worker every time (as a spec the OOM killer always picks would)."""
+    if spec.seed == 3:
+        os._exit(1)
+    return _REAL_WORK(spec)
+
+
+def test_a_run_that_always_kills_its_worker_ends_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded: after POOL_RESTARTS new pools the sweep stops with an error naming the cause, not a loop; what
+    finished is stored whole, the deadly run is not."""
+    monkeypatch.setattr(executors, "_work", _die_on_seed_3)  # forked workers see it too
+    monkeypatch.setattr(executors, "POOL_RESTARTS", 1)
+    store = Store(tmp_path / "results.duckdb")
+    specs = [RunSpec("lockstress", params={"tasks": "8", "iterations": "50"}, seed=i) for i in range(4)]
+    with pytest.raises(RuntimeError, match="worker processes died 2 times"):
+        executors.run_many(specs, executor="process", workers=2, store=store)
+    ids = check_store(store.path)
+    assert len(ids) <= 3 and not any(i.endswith("-3") for i in ids)
