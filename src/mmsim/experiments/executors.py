@@ -44,7 +44,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from mmsim.errors import UserError
+from mmsim.errors import RunFailure, UserError
 from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
@@ -204,7 +204,7 @@ def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict
                     f.cancel()
         if not todo:
             return
-    raise RuntimeError(f"worker processes died {POOL_RESTARTS + 1} times (killed by a signal, e.g. the OOM "
+    raise RunFailure(f"worker processes died {POOL_RESTARTS + 1} times (killed by a signal, e.g. the OOM "
                        f"killer?); {len(todo)} runs unfinished, the finished ones are stored: re-run to resume")
 
 
@@ -226,7 +226,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
         if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
@@ -247,7 +247,12 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
         # another one when the caller has its own Client (dask/distributed#4357): results then come back
         # on the wrong event loop ("... is bound to a different event loop") or not at all
         for f in as_completed(futs, loop=client.loop):
-            yield index[f.key], _unwrap(f.result())
+            try:
+                res = f.result()
+            except KilledWorker as e:  # the scheduler gave up on a task whose workers kept dying
+                raise RunFailure(f"Dask workers died running a sweep point ({e}); the finished points are "
+                                 "stored: re-run to resume") from None
+            yield index[f.key], _unwrap(res)
     finally:
         client.close()
         if cluster is not None:
