@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from mmsim import cli_native, cli_workflow
-from mmsim.errors import UserError
+from mmsim.errors import RunFailure, UserError
 from mmsim.report import jsonout
 from mmsim.report.tables import Doc, Table, render
 
@@ -226,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rv = command.main(args=args, prog_name="mmsim", standalone_mode=False)
     except UserError as e:
         return _fail(str(e))
+    except RunFailure as e:
+        return _fail(str(e), 1)
     except typer.TyperException as e:
         # typer >= 0.29 vendors click: every usage error (bad option, missing
         # argument, bad value) derives from the public TyperException.

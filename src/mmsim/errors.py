@@ -1,6 +1,8 @@
 """User-facing errors. The CLI turns a :class:`UserError` into one line on
 stderr and exit code 2; the library raises it for anything a user typed
-(CLI args, ``-p``/``--set`` values, YAML files) before any simulation runs."""
+(CLI args, ``-p``/``--set`` values, YAML files) before any simulation runs.
+A :class:`RunFailure` (the environment failed a run that was valid: worker
+processes killed, a cluster lost) is one line and exit code 1."""
 
 from __future__ import annotations
 
@@ -17,3 +19,7 @@ class UserError(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"{field}: invalid value {value!r}; allowed: {allowed}")
+
+
+class RunFailure(RuntimeError):
+    """A valid run could not complete because of its environment (not a bug, not bad input)."""

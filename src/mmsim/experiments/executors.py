@@ -14,11 +14,21 @@ nothing but its spec and seed, so every executor gives the same metrics
     in this process, in order.
 ``process`` (default)
     ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes
-    (default: the CPUs this process may use).
+    (default: the CPUs this process may use). A worker that dies (SIGKILL,
+    the OOM killer) breaks the pool: the unfinished runs go to a new pool, up
+    to ``POOL_RESTARTS`` times. Workers exit when the sweep process dies.
 ``dask``
     ``distributed.Client``: on an existing cluster (``scheduler``, e.g.
     ``tcp://host:8786``; its workers need mmsim installed) or on a
-    ``LocalCluster`` of ``workers`` single-threaded worker processes.
+    ``LocalCluster`` of ``workers`` single-threaded worker processes. The
+    scheduler re-runs the tasks of a worker that dies on the others (a task
+    whose workers die ``distributed.scheduler.allowed-failures`` times, 3 by
+    default, fails the sweep with ``KilledWorker``); a local cluster's nannies
+    restart dead workers.
+
+Tested in ``tests/hardening/``: identical results on every executor and in
+fresh processes, sweeps killed with SIGKILL and re-run, concurrent sweeps on
+one store, workers killed mid-sweep.
 """
 
 from __future__ import annotations
@@ -28,12 +38,13 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from mmsim.errors import UserError
+from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
 from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
@@ -43,7 +54,15 @@ EXECUTORS = ("serial", "process", "dask")
 # transaction costs ~30-100 ms, too much per run for a sweep of short runs;
 # a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
+FLUSH_ENV = "MMSIM_FLUSH_SECONDS"  # overrides FLUSH_SECONDS: a shorter loss window for more transactions
 SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
+# How often a process-pool worker checks that the sweep process that started it is alive: an orphan
+# exits within this time instead of computing (and holding memory) for nobody.
+ORPHAN_POLL_SECONDS = 0.5
+# A broken process pool (a worker died) is replaced this often before the sweep gives up.
+POOL_RESTARTS = 3
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last result)
 
@@ -165,20 +184,55 @@ def _ncpus() -> int:
 
 
 def _process(specs: Sequence[RunSpec], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Run on a process pool; when a worker dies (SIGKILL, the OOM killer) the pool breaks, and the runs
+    it had not finished go to a new pool, up to ``POOL_RESTARTS`` times (like Dask's allowed-failures):
+    a spec that keeps killing its worker ends the sweep instead of looping forever."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
-        futs = {pool.submit(_work, s): i for i, s in enumerate(specs)}
-        try:
-            for f in as_completed(futs):
-                yield futs[f], _unwrap(f.result())
-        finally:
-            for f in futs:
-                f.cancel()
+    todo = dict(enumerate(specs))
+    for attempt in range(POOL_RESTARTS + 1):
+        if attempt:
+            log.warning("mmsim: a worker process died; re-running %d unfinished runs on a new pool (%d/%d)",
+                        len(todo), attempt, POOL_RESTARTS)
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_exit_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
+            futs = {pool.submit(_work, s): i for i, s in todo.items()}
+            try:
+                for f in as_completed(futs):  # after a break every future completes: keep what finished
+                    if isinstance(f.exception(), BrokenProcessPool):
+                        continue
+                    i = futs[f]
+                    del todo[i]
+                    yield i, _unwrap(f.result())
+            finally:
+                for f in futs:
+                    f.cancel()
+        if not todo:
+            return
+    raise RunFailure(f"worker processes died {POOL_RESTARTS + 1} times (killed by a signal, e.g. the OOM "
+                       f"killer?); {len(todo)} runs unfinished, the finished ones are stored: re-run to resume")
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Process-pool worker initializer: exit as soon as the sweep process is gone.
+
+    When the sweep process is killed (``kill -9``, the OOM killer) its pool workers are orphaned and,
+    blocked on a call queue whose pipe their siblings keep open, would otherwise sleep forever. A daemon
+    thread polls ``os.getppid()`` (it changes when the parent dies) and ends the worker, even mid-run:
+    nobody is left to receive or store its result.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mmsim-orphan-watch", daemon=True).start()
 
 
 def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
         if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
@@ -195,8 +249,16 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     try:
         futs = client.map(_work, list(specs), pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
-        for f in as_completed(futs):
-            yield index[f.key], _unwrap(f.result())
+        # on this client's loop: by default as_completed follows the process's *default* client, which is
+        # another one when the caller has its own Client (dask/distributed#4357): results then come back
+        # on the wrong event loop ("... is bound to a different event loop") or not at all
+        for f in as_completed(futs, loop=client.loop):
+            try:
+                res = f.result()
+            except KilledWorker as e:  # the scheduler gave up on a task whose workers kept dying
+                raise RunFailure(f"Dask workers died running a sweep point ({e}); the finished points are "
+                                 "stored: re-run to resume") from None
+            yield index[f.key], _unwrap(res)
     finally:
         client.close()
         if cluster is not None:
@@ -234,7 +296,8 @@ class _Writer:
             self.pending = []
 
     def _loop(self) -> None:
-        while not self.stop.wait(FLUSH_SECONDS):
+        interval = flush_seconds()
+        while not self.stop.wait(interval):
             try:
                 self.flush()
             except Exception:  # the runs stay pending; close() retries and raises
@@ -245,6 +308,20 @@ class _Writer:
         if self.thread is not None:
             self.thread.join()
         self.flush()
+
+
+def flush_seconds() -> float:
+    """``$MMSIM_FLUSH_SECONDS`` if set (a number of seconds > 0), else ``FLUSH_SECONDS``."""
+    text = os.environ.get(FLUSH_ENV)
+    if text is None:
+        return FLUSH_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise UserError(FLUSH_ENV, text, "a number of seconds > 0")
+    return value
 
 
 def run_many(
@@ -263,6 +340,8 @@ def run_many(
     every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    if store is not None:
+        flush_seconds()  # and the writer's interval
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
     results: list[dict[str, Any] | None] = [None] * len(specs)
     if store is not None and not fresh:
