@@ -151,6 +151,9 @@ def run_cmd(
         list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0, help="Run seed.")] = None,
+    max_events: cli_workflow.MaxEventsOpt = None,
+    max_memory: cli_workflow.MaxMemoryOpt = None,
+    force: cli_workflow.ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one workload on one machine under one kernel; print perf-stat-like counters."""
@@ -168,7 +171,8 @@ def run_cmd(
     from mmsim.experiments.run import RunSpec, run
     from mmsim.report.text import format_run
 
-    result = run(RunSpec(**kwargs))
+    with cli_workflow.guard_limits(max_events, max_memory, force):
+        result = run(RunSpec(**kwargs))
     if json_out:
         _emit_json(result.to_dict())
     else:
@@ -181,6 +185,9 @@ def reproduce_cmd(
         list[str] | None, typer.Argument(help="Experiment ids (default: all).", show_default=False)
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Run seed.")] = 0,
+    max_events: cli_workflow.MaxEventsOpt = None,
+    max_memory: cli_workflow.MaxMemoryOpt = None,
+    force: cli_workflow.ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run both arms of the seed experiments: published vs simulated vs band.
@@ -192,7 +199,8 @@ def reproduce_cmd(
     from mmsim.experiments.reproduce import reproduce
     from mmsim.report.text import format_outcomes
 
-    results = reproduce(ids or None, seed=seed)
+    with cli_workflow.guard_limits(max_events, max_memory, force):
+        results = reproduce(ids or None, seed=seed)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

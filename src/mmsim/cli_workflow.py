@@ -42,6 +42,18 @@ FreshOpt = Annotated[bool, typer.Option("--fresh", help="Re-run even the runs fo
 ProgressOpt = Annotated[
     bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when a terminal).")
 ]
+MaxEventsOpt = Annotated[str | None, typer.Option(
+    "--max-events", help="Refuse a run estimated above N simulated events (default 2e8 or $MMSIM_MAX_EVENTS).")]
+MaxMemoryOpt = Annotated[str | None, typer.Option(
+    "--max-memory", help="Refuse a run estimated above SIZE of host memory (default 8g or $MMSIM_MAX_MEMORY).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Run even beyond --max-events / --max-memory.")]
+
+
+def guard_limits(max_events: str | None, max_memory: str | None, force: bool) -> AbstractContextManager[Any]:
+    """The resource guard's limits from the command's options, for the length of the command."""
+    from mmsim.experiments import guard
+
+    return guard.override(max_events, max_memory, force)
 
 
 def _store(path: str | None, no_store: bool) -> Store | None:
@@ -133,6 +145,9 @@ def compare_cmd(
     fresh: FreshOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
     progress: ProgressOpt = None,
+    max_events: MaxEventsOpt = None,
+    max_memory: MaxMemoryOpt = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """A/B compare over repeated runs: LKP's %stddev/%change table, significance and the robot's verdict."""
@@ -141,7 +156,7 @@ def compare_cmd(
 
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"compare {workload}")
-    with bar:
+    with guard_limits(max_events, max_memory, force), bar:
         c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
                     _store(store, no_store), fresh, cb)
     d = c.to_dict()
@@ -167,6 +182,9 @@ def sweep_cmd(
     fresh: FreshOpt = False,
     metric: Annotated[str | None, typer.Option("--metric", help="Show this metric (default: the benchmark's).")] = None,
     progress: ProgressOpt = None,
+    max_events: MaxEventsOpt = None,
+    max_memory: MaxMemoryOpt = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Sweep the cartesian grid machines × kernels × -p lists; points already in the store are not re-run."""
@@ -175,7 +193,7 @@ def sweep_cmd(
 
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"sweep {workload}")
-    with bar:
+    with guard_limits(max_events, max_memory, force), bar:
         s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
                   _store(store, no_store), fresh, cb)
     d = s.to_dict()
@@ -211,6 +229,9 @@ def bisect_cmd(
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
     progress: ProgressOpt = None,
+    max_events: MaxEventsOpt = None,
+    max_memory: MaxMemoryOpt = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the first patch of an ordered series that moves METRIC by --threshold %."""
@@ -226,7 +247,7 @@ def bisect_cmd(
     else:
         raise UserError("--good/--bad", f"{good}/{bad}", "both --good and --bad, or --series FILE")
     bar, cb = _progress(progress, f"bisect {workload}")
-    with bar:
+    with guard_limits(max_events, max_memory, force), bar:
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
                    max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
     d = b.to_dict()

@@ -58,10 +58,11 @@ def load_series(path: str | Path) -> Series:
         data: Any = yaml.safe_load(p.read_text())
     except OSError as e:
         raise UserError("--series", str(path), f"a readable series YAML file ({e.strerror})") from None
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeDecodeError):
         raise UserError("--series", str(path), "a YAML mapping with base and patches") from None
     if not isinstance(data, dict) or set(data) - {"base", "patches", "description"}:
-        raise UserError(f"{p.name}", sorted(data) if isinstance(data, dict) else type(data).__name__,
+        extra = sorted(map(str, set(data) - {"base", "patches", "description"})) if isinstance(data, dict) else []
+        raise UserError(f"{p.name}", f"unknown key {extra[0]!r}" if extra else type(data).__name__,
                         "a YAML mapping with keys base, patches (and description)")
     patches = data.get("patches")
     if not isinstance(patches, list) or not patches:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.errors import RunFailure, UserError
+from mmsim.experiments import guard
 from mmsim.experiments.run import RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
@@ -107,6 +108,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     import mmsim
     import mmsim.machine as _machine
     from mmsim.kernels.catalog import resolve
+    from mmsim.mm.system import System
     from mmsim.workloads.base import get_workload, resolve_params
 
     if spec.seed < 0:
@@ -115,6 +117,10 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
+    guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
+    # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
+    # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
+    w.setup(System(m, k, spec.seed), dict(params))
     out: dict[str, Any] = {
         "workload": w.name,
         "machine": m.name,
@@ -134,7 +140,7 @@ def _work(spec: RunSpec) -> dict[str, Any]:
     """The task every executor runs. A UserError (e.g. too many threads for the machine) comes back
     as data: its custom constructor does not survive pickling between processes."""
     try:
-        return run(spec).to_dict()
+        return run(spec, guard=False).to_dict()  # canonical() checked the limits in the parent
     except UserError as e:
         return {"__user_error__": [e.field, repr(e.value), e.allowed]}
 

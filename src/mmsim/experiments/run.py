@@ -10,6 +10,7 @@ from typing import Any
 
 import mmsim.machine as _machine
 from mmsim.errors import UserError
+from mmsim.experiments import guard as _guard
 from mmsim.kernels.catalog import resolve
 from mmsim.metrics.events import PerfEvent
 from mmsim.mm.system import System
@@ -71,14 +72,20 @@ class RunResult:
         return (st["wait_ns_total"] / total) if st and total else 0.0
 
 
-def run(spec: RunSpec) -> RunResult:
-    """Validate everything first (nothing runs on bad input), then simulate."""
+def run(spec: RunSpec, guard: bool = True) -> RunResult:
+    """Validate everything first (nothing runs on bad input), then simulate.
+
+    ``guard``: refuse a spec whose estimated events or memory exceed the limits
+    (:mod:`mmsim.experiments.guard`); executors pass False, the parent checked.
+    """
     if spec.seed < 0:
         raise UserError("--seed", spec.seed, "an integer >= 0")
     w = get_workload(spec.workload)
     params = resolve_params(w, spec.params)
     machine = _machine.get_machine(spec.machine)
     kernel = resolve(spec.kernel, list(spec.patches), spec.policies)
+    if guard:
+        _guard.check(w.name, params, machine, kernel.policies)
     system = System(machine, kernel, spec.seed)
     w.setup(system, params)
     t0 = time.perf_counter()

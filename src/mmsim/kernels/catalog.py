@@ -280,6 +280,8 @@ def load_kernel_yaml(path: str | Path) -> Kernel:
         data: Any = yaml.safe_load(p.read_text())
     except OSError as e:
         raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p.name}", "not UTF-8 text", "a YAML mapping with name, base, patches, policies") from None
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
         raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
@@ -287,7 +289,8 @@ def load_kernel_yaml(path: str | Path) -> Kernel:
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
     extra = set(data) - {"name", "base", "patches", "policies", "description"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(extra)[0]}", "unknown key", "name, base, patches, policies, description")
+        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key",
+                        "name, base, patches, policies, description")
     base = str(data.get("base", ""))
     if base not in KERNELS:
         raise UserError(f"{p.name}: base", base, sorted(KERNELS))

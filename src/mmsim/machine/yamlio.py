@@ -106,7 +106,7 @@ class _Checker:
         return v
 
     def mem_type(self, v: Any, path: str) -> MemoryType:
-        if v not in {t.value for t in MemoryType}:
+        if not isinstance(v, str) or v not in {t.value for t in MemoryType}:  # a list is not hashable
             raise self.fail(path, v, ", ".join(t.value for t in MemoryType))
         return MemoryType(v)
 
@@ -249,12 +249,20 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
         for i, item in enumerate(t[key]):
             p = f"{key}[{i}]"
             parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], {})))
+    ncpus = sum(s.cores * s.threads_per_core for s in parts["sockets"])
+    if ncpus > MAX_CPUS:  # before the Machine, which tabulates every CPU
+        raise c.fail("sockets", f"{ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
     distances = c.distances(t["distances"], "distances", len(parts["nodes"]))
     cost = _build(c, "cost", CostModel, t["cost"])
     kwargs = {**t, **parts, "distances": distances, "cost": cost}
     m: Machine = _build(c, "", Machine, kwargs, raw=d)
     _check_sharing(c, m)
     return m
+
+
+# arch/x86/Kconfig: NR_CPUS_RANGE_END, the largest NR_CPUS an x86-64 kernel builds with (MAXSMP,
+# CPUMASK_OFFSTACK). Also keeps a typo in cores from allocating per-CPU state for millions of CPUs.
+MAX_CPUS = 8192
 
 
 def _check_sharing(c: _Checker, m: Machine) -> None:

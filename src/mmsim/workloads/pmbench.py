@@ -259,6 +259,14 @@ class Pmbench:
                     z = system.page_alloc.zones[n]
                     taken[n] = z.free_pages * p["memhog"] // 100
                     z.free_pages -= taken[n]
+            # what is left above the min watermarks (__alloc_pages' last resort) must hold the working set
+            # and its PTE pages, else the kernel would OOM-kill at a fault: refused here, not simulated
+            left = sum(max(0, z.free_pages - z.wmark_min) for z in system.page_alloc.zones)
+            need = (p["setsize"] << 20) // PAGE
+            need += -(-need // 512)
+            if left < need:
+                raise UserError("-p memhog", p["memhog"], f"a percentage that leaves {need} pages (-p setsize and its "
+                                f"page tables) above the min watermarks of {m.name} (leaves {left})")
             if p["memhog_exit"]:
                 # `kill -9 $memhog` (the promotion test script): its pages go back to the free lists.
                 def hog_exit(_: Any) -> None:
