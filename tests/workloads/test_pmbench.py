@@ -87,6 +87,29 @@ def test_numa_balancing_run_scans_and_takes_hinting_faults(use_tiny_preset: Mach
     assert run(spec).to_dict() | {"sim": None} == r.to_dict() | {"sim": None}  # deterministic
 
 
+def test_initialize_writes_the_whole_map_and_untouched_pages_stay_protnone(use_tiny_preset: Machine) -> None:
+    """-i: every page of the 8 MiB map is written once (2048 faults) although the normal set is 1 MiB; the
+    scanner marks them all, the pages outside the set are never touched again, so on the next pass they are
+    still protnone: page-first reads their struct pages, protnone-first (a818f5363a0e) does not."""
+    params = {"mapsize": "8", "setsize": "1", "duration": "0.35", "pattern": "normal", "shape": "20",
+              "initialize": "1", "cold": "1", "read_pct": "80"}
+    pol = {"numa_balancing": "1", "thp": "never", "numa_balancing_scan_delay_ms": "100",
+           "numa_balancing_scan_period_min_ms": "100"}
+    out = {}
+    for check in ("page-first", "protnone-first"):
+        r = run(RunSpec("pmbench", "tiny", "v5.4", params=params, policies=pol | {"numa_scan_check": check}))
+        out[check] = r.metrics
+        assert r.command.startswith("pmbench -m 8 -s 1 -p normal -e 20 -r 80 -j 1 -d 0 -c -i ")
+        assert r.perf["page-faults"] >= 2048  # the whole map, not only the set's 256 pages
+    a, b = out["page-first"], out["protnone-first"]
+    assert a["autonuma.scans"] >= 2
+    skipped = a["autonuma.scan_protnone_skipped"]
+    assert 1792 <= skipped <= 2048  # second pass: the 1792 pages outside the set, and the set's cold edges
+    assert a["autonuma.scan_struct_page_refs"] == a["autonuma.scan_ptes_present"]  # page-first: every page
+    assert b["autonuma.scan_struct_page_refs"] == b["autonuma.scan_ptes_present"] - b["autonuma.scan_protnone_skipped"]
+    assert b["autonuma.scan_share_pct"] < a["autonuma.scan_share_pct"]
+
+
 @pytest.mark.parametrize(
     "args,field",
     [

@@ -106,6 +106,9 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         f"{100 * ma['autonuma.scan_protnone_skipped'] / max(1.0, ma['autonuma.scan_ptes_present']):.2f}% of "
         f"the scanned PTEs were protnone, where the published -21% needs about "
         f"{100 * _protnone_share_needed(0.21):.0f}% with this model's per-PTE costs.",
+        "With pmbench -i (the whole map written first, so the map outside the set stays protnone) the same model "
+        "gives -45% (-m 1024 -j 4) and -57% (-m 4900 -j 4): the answer is set by the workload configuration, "
+        "which seeds/002 does not give. See docs/autonuma-scan.md.",
     ]
     return checks, notes
 

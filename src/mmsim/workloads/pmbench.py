@@ -211,6 +211,8 @@ class Pmbench:
                               "seconds, > 0 and <= 3600"),
         "delay": ParamInfo(0, "-d: busy-wait cycles between accesses", parse_int(0), "an integer >= 0"),
         "cold": ParamInfo(0, "-c: 1 = no warm-up", parse_int(0, 1), "0 or 1"),
+        "initialize": ParamInfo(0, "-i: 1 = write every page of the map once before the threads start",
+                                parse_int(0, 1), "0 or 1"),
         "sampling": ParamInfo("access", "mmsim: 'access' draws every access; 'page' draws each page's access "
                               "count between kernel events (not for linear)", parse_choice("access", "page"),
                               "access, page"),
@@ -230,7 +232,7 @@ class Pmbench:
 
     def command(self, p: dict[str, Any]) -> str:
         cmd = (f"pmbench -m {p['mapsize']} -s {p['setsize']} -p {p['pattern']} -e {p['shape']:g} "
-               f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''} {p['duration']:g}")
+               f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''}{' -i' if p['initialize'] else ''} {p['duration']:g}")
         if p["memhog"]:
             hog = f"numactl -m <DRAM nodes> memhog {p['memhog']}%"
             if p["memhog_exit"]:
@@ -293,6 +295,8 @@ class Pmbench:
         nslots = ((vma.end - 1) >> PMD_SHIFT) - first + 1
         dense = dense_numa(mm.pgtables, first, nslots)
         npages = (p["setsize"] << 20) // PAGE
+        if p["initialize"]:
+            yield from self._initialize(system, main, vma)
         st["dense"] = dense
         st["page0"] = (vma.start >> 12) - first * 512  # index of the map's first page in the dense arrays
         # LLC stamps of the set's lines (0 = never referenced; else byte clock + 1), allocated lazily by the OS
@@ -312,6 +316,14 @@ class Pmbench:
             st["joiner"] = main
             yield system.sched.sleep(main)
         system.elapsed_ns = system.engine.now
+
+    def _initialize(self, s: Any, t: Task, vma: Any) -> Generator[Any, Any, None]:
+        """``-i``: the main thread writes every page of the map in order, before
+        the jobs start (a write fault per page, then the page's store stream)."""
+        for addr in range(vma.start, vma.end, PAGE):
+            yield from memory.handle_mm_fault(t, t.mm, vma, addr, True)
+            if numa_balancing.enabled(s) and numa_balancing.task_tick_numa(s, t, t.mm):
+                yield from numa_balancing.task_numa_work(t, t.mm)
 
     def _thread(self, s: Any, t: Task, vma: Any, p: dict[str, Any], npages: int, i: int) -> Generator[Any, Any, None]:
         st = s.workload_state
