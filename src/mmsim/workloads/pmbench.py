@@ -232,7 +232,8 @@ class Pmbench:
 
     def command(self, p: dict[str, Any]) -> str:
         cmd = (f"pmbench -m {p['mapsize']} -s {p['setsize']} -p {p['pattern']} -e {p['shape']:g} "
-               f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''}{' -i' if p['initialize'] else ''} {p['duration']:g}")
+               f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''}"
+               f"{' -i' if p['initialize'] else ''} {p['duration']:g}")
         if p["memhog"]:
             hog = f"numactl -m <DRAM nodes> memhog {p['memhog']}%"
             if p["memhog_exit"]:
