@@ -90,11 +90,12 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
             f"all spinlocks {100 * spin_share(r):.1f}% of cycles"
         )
     notes.append(
-        "SLUB (v6.6): the reader's kfree of a head lands in the writer's current (frozen) slab, which the "
-        "writer's ___slab_alloc takes back with get_freelist, so slabs go to the node list (n->list_lock) or "
-        "back to the page allocator only if a writer has a whole slab in flight: 8 kmalloc-4k heads, while "
-        "sk_sndbuf (212992 B of truesize) holds about 4; not modelled: copies run at the machine's fill-buffer "
-        "rate (10 x 64 B per line-transfer latency), and a faster copy would raise both arms' spin share"
+        "SLUB (v6.6): the reader's kfree of a head lands in the writer's current, frozen slab (free_frozen: a "
+        "cmpxchg, no list) and the writer's ___slab_alloc takes it back with get_freelist; a slab would leave "
+        "the CPU (put_cpu_partial, n->list_lock, discard_slab) only with all its objects in flight, 8 "
+        "kmalloc-4k heads or 64 sk_buffs, while sk_sndbuf stops the writer at 4 heads (3 x (37120 + 29568) "
+        "+ 37120 B of truesize); not modelled: copies run at the machine's fill-buffer rate (10 x 64 B per "
+        "line-transfer latency), and a faster copy would raise both arms' spin share"
     )
     return checks, notes
 
