@@ -363,14 +363,22 @@ class Slub:
             slab.where = ON_CPU
             self._stat(s, cpu, CPU_PARTIAL_ALLOC)
         n = s.node[self._cpu_node[cpu]]
-        if n.partial:
-            got_slab, got = yield from self._get_partial_node(task, s, n, pending)
+        if n.partial:  # get_partial_node's racy check before the lock
+            found = yield from self._get_partial_node(task, s, n, pending)
             pending = 0
-            c.slab = got_slab
-            return got_slab, pending + self._load(s, c, got_slab, cpu, got, 0.0)
+            if found is not None:
+                return found[0], self._install(s, c, found[0], cpu, found[1])
         slab, pending = yield from self._new_slab(task, s, n.node, pending)
+        return slab, pending + self._install(s, c, slab, cpu, slab.objects)
+
+    def _install(self, s: KmemCache, c: KmemCacheCpu, slab: Slab, cpu: int, got: int) -> int:
+        """``retry_load_slab``: the new CPU slab. The kernel flushes a CPU slab that
+        appeared meanwhile (another task on this CPU); here a task keeps its CPU
+        through ``___slab_alloc`` (it spins, never sleeps), so none can."""
+        if c.slab is not None:
+            raise RuntimeError(f"{s.name}: CPU {cpu} got a slab during ___slab_alloc (deactivate_slab not modelled)")
         c.slab = slab
-        return slab, pending + self._load(s, c, slab, cpu, slab.objects, 0.0)
+        return self._load(s, c, slab, cpu, got, 0.0)
 
     def _load(self, s: KmemCache, c: KmemCacheCpu, slab: Slab, cpu: int, got: int, extra: float) -> int:
         """``load_freelist``: the first object is returned, the rest become ``c->freelist``."""
@@ -383,10 +391,11 @@ class Slub:
 
     def _get_partial_node(
         self, task: Task, s: KmemCache, n: KmemCacheNode, pending: int,
-    ) -> Generator[Any, Any, tuple[Slab, int]]:
+    ) -> Generator[Any, Any, tuple[Slab, int] | None]:
         """``get_partial_node`` (v6.6) under ``n->list_lock``: ``acquire_slab`` of the first
         slab (its whole freelist) and of up to ``cpu_partial_slabs / 2 + 1`` more, which
-        ``put_cpu_partial(s, slab, 0)`` puts on this CPU's partial list frozen."""
+        ``put_cpu_partial(s, slab, 0)`` puts on this CPU's partial list frozen. Returns
+        the first slab and its objects, or None if the list was emptied meanwhile."""
         cpu = task.cpu
         if pending:
             yield pending
@@ -414,8 +423,7 @@ class Slub:
                 break
         yield self._busy(cpu, "get_partial_node", cs, taken)
         n.list_lock.release(task)
-        assert first is not None
-        return first, got
+        return None if first is None else (first, got)
 
     def _new_slab(self, task: Task, s: KmemCache, node: int, pending: int) -> Generator[Any, Any, tuple[Slab, int]]:
         """``new_slab`` → ``allocate_slab`` (v6.6): ``alloc_slab_page`` of order
@@ -465,30 +473,39 @@ class Slub:
             raise RuntimeError(f"{s.name}: double free into {slab!r}")
         self._stat(s, cpu, FREE_SLOWPATH)
         pending += self._busy(cpu, "__slab_free", self._touch(slab, cpu))
-        prior = slab.inuse < slab.objects  # the slab's freelist was not empty
+        # The last free into a slab on the node list takes n->list_lock before its cmpxchg,
+        # then reads the slab again (the kernel's cmpxchg retry loop).
+        n: KmemCacheNode | None = None
+        while True:
+            prior = slab.inuse < slab.objects  # the slab's freelist is not empty
+            needs_lock = not slab.frozen and prior and slab.inuse == 1
+            if not needs_lock or n is not None:
+                break
+            n = s.node[slab.node]
+            if pending:
+                yield pending
+                pending = 0
+            yield n.list_lock.acquire(task)
+        if n is not None and not needs_lock:
+            n.list_lock.release(task)
+            n = None
         slab.inuse -= 1
         slab.freer = cpu
-        if slab.frozen:
-            self._stat(s, cpu, FREE_FROZEN)  # a CPU slab or on a CPU partial list: no list work
-            return pending
-        if not prior:  # full, on no list: freeze it onto this CPU's partial list
-            slab.frozen = True
-            pending = yield from self.put_cpu_partial(task, s, slab, pending)
-            self._stat(s, cpu, CPU_PARTIAL_FREE)
-            return pending
-        if slab.inuse:
-            return pending  # stays on the node partial list
-        n = s.node[slab.node]
-        if pending:
-            yield pending
-        yield n.list_lock.acquire(task)
+        if n is None:
+            if slab.frozen:
+                self._stat(s, cpu, FREE_FROZEN)  # a CPU slab or on a CPU partial list: no list work
+            elif not prior:  # full, on no list: freeze it onto this CPU's partial list
+                slab.frozen = True
+                pending = yield from self.put_cpu_partial(task, s, slab, pending)
+                self._stat(s, cpu, CPU_PARTIAL_FREE)
+            return pending  # else: objects left, it stays on the node list
         if n.nr_partial >= s.min_partial:  # slab_empty
             cs = self._remove_partial(n, slab, cpu)
             yield self.counters.busy(cpu, "__slab_free", int(cs))
             n.list_lock.release(task)
-            return (yield from self.discard_slab(task, s, slab, 0))
-        n.list_lock.release(task)
-        return 0
+            return (yield from self.discard_slab(task, s, slab, pending))
+        n.list_lock.release(task)  # an empty slab stays: the node keeps min_partial
+        return pending
 
     def put_cpu_partial(self, task: Task, s: KmemCache, slab: Slab, pending: int) -> Generator[Any, Any, int]:
         """``put_cpu_partial(s, slab, 1)`` (v6.6): push onto this CPU's partial list;
