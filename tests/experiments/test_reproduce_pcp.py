@@ -22,3 +22,11 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
     # the parent's spin share is reported as it is (the band starts at 30%: see the notes)
     assert 0.1 < c["zone_lock_spin_share.parent"].simulated < 0.6
     assert o.to_dict()["bands"]["zone_lock_spin_share.parent"] == [0.3, 0.6]
+    # SLUB (v6.6): every remote free of a head or sk_buff lands in the writer's frozen CPU slab
+    # (a writer has at most 4 kmalloc-4k heads in flight, a slab holds 8): 3 slabs per writer,
+    # none discarded, no n->list_lock
+    for r in (a, b):
+        assert r.vmstat["slab_new"] == 16 * 3 and r.vmstat["slab_discard"] == 0
+        assert r.vmstat["slab_free_frozen"] == r.vmstat["slab_free_slowpath"] == 2 * 2 * 16 * 4 * 160
+        assert r.locks["&n->list_lock"]["acquisitions"] == 0
+    assert c["all_spinlock_spin_share.parent"].simulated >= c["zone_lock_spin_share.parent"].simulated

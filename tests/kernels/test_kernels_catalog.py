@@ -26,6 +26,7 @@ V312 = {
     "pcp_free_factor": "off",
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
+    "skb_small_head": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",

@@ -57,7 +57,11 @@ def test_a_64k_write_is_two_skbs_with_orders_3_and_2_1_0(tiny: Machine) -> None:
     assert [skb.len for skb in q] == [36544, 28992]
     assert [skb.head_len for skb in q] == [3776, 320]
     assert [[o for _, o, _ in skb.frags] for skb in q] == [[3], [2, 1, 0]]
-    assert s.counters.vm_total()[VmEvent.PGALLOC_NORMAL] == 8 + 4 + 2 + 1
+    # the frags, and three new slabs on tiny (8 CPUs): kmalloc-4k order 3, skbuff_head_cache
+    # order 1, skbuff_small_head order 2
+    assert s.counters.vm_total()[VmEvent.PGALLOC_NORMAL] == 8 + 4 + 2 + 1 + 8 + 2 + 4
+    assert [(skb.head_slab.cache.name, skb.skb_slab.cache.name) for skb in q] == [
+        ("kmalloc-4k", "skbuff_head_cache"), ("skbuff_small_head", "skbuff_head_cache")]
     # the frags are UNMOVABLE: the first allocation stole a whole MAX_ORDER block
     assert s.page_alloc.zones[0].pb_mt == {0: 0, 1: 0}
     assert t.state == "done"
@@ -65,10 +69,11 @@ def test_a_64k_write_is_two_skbs_with_orders_3_and_2_1_0(tiny: Machine) -> None:
 
 def test_writer_sleeps_when_the_send_buffer_is_full(tiny: Machine) -> None:
     _, r, t = _writer_only(tiny, [65536] * 4)
-    # truesize 37120 + 29952 per 64 KiB: after 3 writes 201216 < 212992, the 4th write's
-    # first skb still goes (238336), its second waits in sock_alloc_send_pskb.
+    # truesize 37120 + 29568 per 64 KiB (256 + 4096 + 32768; 256 + 640 + 28672): after 3 writes
+    # 200064 < 212992, the 4th write's first skb still goes (237184), its second waits in
+    # sock_alloc_send_pskb.
     assert len(r.receive_queue) == 7
-    assert r.peer.wmem_alloc == 3 * (37120 + 29952) + 37120
+    assert r.peer.wmem_alloc == 3 * (37120 + 29568) + 37120
     assert t.state == "sleeping" and r.peer.writer is t
     # one 256 KiB write is cut in 36544-byte skbs (truesize 37120): the 7th waits
     _, r, t = _writer_only(tiny, [4 * 65536])
@@ -85,11 +90,18 @@ def test_run_conserves_pages_and_reports_lkp_names(kernel: str) -> None:
     # tiny's 1 MiB LLC per socket is smaller than what the PCPs and send buffers keep
     # in flight, so part of the reused pages are cold here (unlike on icelake)
     assert 0.0 < r.metrics["bw_unix.llc_miss_rate"] < 0.5
-    # every skb page is freed by the reader: allocated == freed, 2 pairs × 3 × 16 messages × 15 pages
-    assert r.vmstat["pgalloc_normal"] == r.vmstat["pgfree"] == 2 * 3 * 16 * 15
+    # every skb page is freed by the reader: 2 pairs × 3 × 16 messages × 15 pages; the writers'
+    # slabs stay (kmalloc-4k order 3, skbuff_head_cache order 1 and skbuff_small_head order 2 on
+    # tiny; before v6.3 the short heads are kmalloc-1k, order 3): the readers' frees of heads and
+    # sk_buffs land in the writers' frozen CPU slabs
+    slab_pages = 2 * (8 + 2 + (8 if kernel == "v3.13" else 4))
+    assert r.vmstat["pgfree"] == 2 * 3 * 16 * 15
+    assert r.vmstat["pgalloc_normal"] == 2 * 3 * 16 * 15 + slab_pages
+    assert r.vmstat["slab_new"] == 2 * 3 and r.vmstat["slab_discard"] == 0
     assert r.locks["&zone->lock"]["acquisitions"] == r.vmstat["pcp_refill"] + r.vmstat["pcp_drain"] + (
-        # v3.13 keeps only order 0 on the PCP: orders 1-3 go to the buddy under the lock, both ways
-        2 * 2 * 3 * 16 * 3 if kernel == "v3.13" else 0)
+        # v3.13 keeps only order 0 on the PCP: orders 1-3 go to the buddy under the lock, both ways,
+        # and so do the six new slabs
+        2 * 2 * 3 * 16 * 3 + 2 * 3 if kernel == "v3.13" else 0)
     assert r.command == "bw_unix -P 2 -m 65536 -M 1048576"
 
 

@@ -69,6 +69,9 @@ POLICIES: dict[str, Policy] = {
                "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain if the per-CPU data cache "
                "share > 4 x batch (v1: lore 20230920061856.257597-4-ying.huang@intel.com) or the LLC "
                "slice > 3 x batch (llc: 362d37a106dd, v6.7)"),
+        Policy("skb_small_head", ("off", "on"),
+               "skb heads of up to SKB_SMALL_HEAD_CACHE_SIZE from their own slab cache, skbuff_small_head, "
+               "instead of kmalloc (bf9f1baa279f, v6.3)"),
         Policy("huge_clear_order", ("sequential", "target-last"),
                "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
                "(c79b57e462b5, v4.14)"),
@@ -147,6 +150,8 @@ PATCHES: dict[str, Patch] = {
         Patch("94a3bfe4073c", "cacheinfo: calculate size of per-CPU data cache slice", {}, "v6.7"),
         Patch("362d37a106dd", "mm, pcp: reduce lock contention for draining high-order pages",
               {"pcp_free_high_batch": "llc"}, "v6.7"),
+        Patch("bf9f1baa279f", "net: add dedicated kmem_cache for typical/small skb->head",
+              {"skb_small_head": "on"}, "v6.3"),
         Patch("c79b57e462b5", "mm: hugetlb: clear target sub-page last when clearing huge page",
               {"huge_clear_order": "target-last"}, "v4.14"),
         Patch("c9f4cd713835", "mm, huge page: copy target sub-page last when copy huge page",
@@ -187,6 +192,7 @@ _V312 = {
     "pcp_free_factor": "off",
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
+    "skb_small_head": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",

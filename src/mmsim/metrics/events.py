@@ -49,6 +49,21 @@ class VmEvent(IntEnum):
     PCP_DRAIN = 14  # free_pcppages_bulk calls (zone->lock taken to drain a PCP)
     PCP_DRAIN_PAGES = 15  # pages drained by free_pcppages_bulk
     PCP_FREE_HIGH = 16  # drains of the whole PCP by the free_high rule (f26b3fa04611)
+    # SLUB statistics (mm/slub.c enum stat_item, CONFIG_SLUB_STATS: /sys/kernel/slab/<cache>/<item>),
+    # summed over all caches; not vm_event_items either. The kernel's item in brackets where renamed.
+    SLAB_ALLOC_FASTPATH = 17  # lockless pop of the CPU freelist [alloc_fastpath]
+    SLAB_ALLOC_SLOWPATH = 18  # ___slab_alloc [alloc_slowpath]
+    SLAB_ALLOC_FROM_PARTIAL = 19  # a slab taken from the node partial list [alloc_from_partial]
+    SLAB_NEW = 20  # new_slab: pages from the page allocator [alloc_slab]
+    SLAB_FREE_FASTPATH = 21  # push onto this CPU's freelist (object of the CPU slab) [free_fastpath]
+    SLAB_FREE_SLOWPATH = 22  # __slab_free [free_slowpath]
+    SLAB_FREE_FROZEN = 23  # __slab_free into a frozen (CPU or CPU-partial) slab [free_frozen]
+    SLAB_FREE_ADD_PARTIAL = 24  # a slab put on the node partial list [free_add_partial]
+    SLAB_DISCARD = 25  # discard_slab: pages back to the page allocator [free_slab]
+    CPU_PARTIAL_ALLOC = 26  # CPU slab refilled from the CPU partial list
+    CPU_PARTIAL_FREE = 27  # a full slab frozen onto the freeing CPU's partial list
+    CPU_PARTIAL_NODE = 28  # a slab moved from the node list to the CPU partial list
+    CPU_PARTIAL_DRAIN = 29  # a CPU partial list moved to the node list (__unfreeze_partials)
 
     @property
     def vmstat_name(self) -> str:

@@ -43,10 +43,10 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # net/socket.c + net/unix/af_unix.c: write() entry/exit, sock_write_iter, unix_stream_sendmsg
     # set-up (scm_send, peer lookup). estimate
     "unix_stream_sendmsg": (700, 700),
-    # net/core/skbuff.c alloc_skb_with_frags without its page allocations: kmem_cache_alloc of the
-    # sk_buff, kmalloc_reserve of the head, __alloc_skb init, skb_fill_page_desc; sock_alloc_send_pskb
-    # wmem check. estimate
-    "alloc_skb_with_frags": (600, 600),
+    # net/core/skbuff.c alloc_skb_with_frags without its page allocations and without the two slab
+    # allocations (mm/slub.c, below): kmalloc_reserve's size rounding, __alloc_skb init,
+    # skb_fill_page_desc; sock_alloc_send_pskb wmem check. estimate
+    "alloc_skb_with_frags": (500, 500),
     # net/unix/af_unix.c: skb_queue_tail under unix_state_lock(other), maybe_add_creds, scm_stat_add. estimate
     "skb_queue_tail": (150, 150),
     # net/core/sock.c sock_def_readable -> __wake_up_sync_key -> try_to_wake_up of the sleeping reader. estimate
@@ -57,8 +57,36 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # skb_copy_datagram_iter set-up, UNIXCB bookkeeping. estimate
     "unix_stream_read_actor": (300, 300),
     # net/core/skbuff.c consume_skb -> skb_release_all (sock_wfree destructor, skb_release_data per
-    # frag put_page) + kfree of the head + kmem_cache_free of the sk_buff, without the page frees. estimate
-    "consume_skb": (700, 700),
+    # frag put_page), skb_free_head and kfree_skbmem, without the page frees and without the two slab
+    # frees (mm/slub.c, below). estimate
+    "consume_skb": (600, 600),
+    # mm/slub.c (v6.6) slab_alloc_node fast path: tid read, this_cpu_cmpxchg_double of the freelist,
+    # prefetch, slab_pre/post_alloc_hook (memcg, kfence, init checks). estimate
+    "slab_alloc": (50, 50),
+    # mm/slub.c do_slab_free fast path: slab_free_hook, tid, this_cpu_cmpxchg_double. estimate
+    "slab_free": (50, 50),
+    # mm/slub.c ___slab_alloc without the node list and new_slab: local_lock, node/pfmemalloc checks,
+    # get_freelist's cmpxchg_double loop, load_freelist. estimate
+    "___slab_alloc": (150, 150),
+    # mm/slub.c __slab_free: the cmpxchg_double loop on the slab's freelist/counters, frozen and
+    # list decisions, stat. estimate
+    "__slab_free": (100, 100),
+    # mm/slub.c put_cpu_partial: local_lock, push on c->partial, slabs count. estimate
+    "put_cpu_partial": (40, 40),
+    # mm/slub.c get_partial_node per slab taken under n->list_lock: pfmemalloc_match, acquire_slab's
+    # cmpxchg_double, remove_partial, put_cpu_partial(drain 0) or stat. estimate
+    "get_partial_node": (80, 80),
+    # mm/slub.c __unfreeze_partials per slab under n->list_lock: cmpxchg_double unfreeze, add_partial. estimate
+    "__unfreeze_partials": (80, 80),
+    # mm/slub.c allocate_slab without the page allocation and the per-object part: folio slab flags,
+    # account_slab (memcg/vmstat), slab fields, inc_slabs_node, shuffle set-up. estimate
+    "allocate_slab": (300, 300),
+    # mm/slub.c allocate_slab per object: setup_object + set_freepointer (the line write is charged
+    # apart, by its latency). estimate
+    "allocate_slab/object": (20, 20),
+    # mm/slub.c discard_slab -> free_slab -> __free_slab without __free_pages: dec_slabs_node,
+    # folio flags, unaccount_slab, mm_account_reclaimed_pages. estimate
+    "discard_slab": (150, 150),
     # net/unix/af_unix.c unix_write_space -> wake_up_interruptible_sync_poll of the writer. estimate
     "unix_write_space": (800, 800),
     # fs/pipe.c pipe_write/pipe_read of a few bytes (lmbench's control pipe), wake-up included. estimate

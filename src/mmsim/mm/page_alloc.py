@@ -312,6 +312,11 @@ class PageAllocator:
         po[pfn] = cpu
         return self._xfer(own, cpu) if own != cpu else 0.0
 
+    def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
+        """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
+        (SLUB's ``struct slab``): the transfer from its last writer, in ns."""
+        return self._touch_page(z, pfn, cpu)
+
     def _touch_area(self, z: Zone, order: int, cpu: int) -> None:
         """A list operation on ``free_area[order]``: its head line and a neighbour's struct page."""
         own = z.area_owner[order]

@@ -1,6 +1,6 @@
 """One simulated kernel instance on one machine: the run-wide context that
 every kernel function receives (engine, scheduler, counters, locks, memory
-bandwidth, page allocator, hugetlb pool, policies)."""
+bandwidth, page allocator, slab caches, hugetlb pool, policies)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from mmsim.metrics.counters import Counters
 from mmsim.mm.costs import path
 from mmsim.mm.hugetlb import HugetlbPool
 from mmsim.mm.page_alloc import PageAllocator
+from mmsim.mm.slub import Slub
 
 # Scanner / hinting-fault statistics that /proc/vmstat has no item for (the mechanism lines of autonuma-scan).
 NUMA_STATS = (
@@ -51,6 +52,7 @@ class System:
         self._page_lines: dict[Hashable, CacheLine] = {}
         self.page_mapcount: dict[Hashable, int] = {}
         self.page_alloc = PageAllocator(self)
+        self.slab = Slub(self)  # slab caches, made on first use
         self.hugetlb = HugetlbPool(self, 0)
         self.elapsed_ns = -1  # set by the workload when the benchmark ends; else engine.now
         self.workload_state: dict[str, Any] = {}

@@ -17,9 +17,11 @@ truesize back to the writer's ``sk_wmem_alloc`` in ``sock_wfree``, whose
 An empty queue puts the reader to sleep (``unix_stream_data_wait``) unless it
 already has data (the default ``SO_RCVLOWAT`` target is one byte).
 
-The skb head and the ``sk_buff`` come from slab caches, not the page
-allocator, and are charged as path lengths. ``&u->lock`` stands for both
-``unix_state_lock`` and the receive queue's lock.
+The ``sk_buff`` and the skb head come from SLUB caches (``skbuff_head_cache``;
+``kmalloc-4k`` for a full head, ``skbuff_small_head`` for a short one) on the
+writer's CPU and go back on the reader's (:mod:`mmsim.net.skbuff`,
+:mod:`mmsim.mm.slub`). ``&u->lock`` stands for both ``unix_state_lock`` and
+the receive queue's lock.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mmsim.net.skbuff import (
     SKB_MAX_HEAD0,
     Skb,
     alloc_skb_with_frags,
+    kfree_skbmem,
     skb_copy_from_iter,
     skb_copy_to_iter,
     skb_release_data,
@@ -170,6 +173,7 @@ def _consume_skb(task: Task, writer: UnixSock, skb: Skb) -> Generator[Any, Any, 
     ns, ins = _p(s, "consume_skb")
     pending: int = c.busy(cpu, "consume_skb", ns, ins)
     pending = yield from skb_release_data(task, s, skb, pending)
+    pending = yield from kfree_skbmem(task, s, skb, pending)
     writer.wmem_alloc -= skb.truesize
     pending += writer.wmem.add(task, "sock_wfree")
     if writer.writer is not None and writer.wmem_alloc << 2 <= writer.sndbuf:  # unix_writable

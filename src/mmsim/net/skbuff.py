@@ -1,7 +1,13 @@
 """sk_buffs (net/core/skbuff.c, net/core/sock.c), at the depth AF_UNIX needs.
 
-An skb is a linear head (kmalloc'ed: slab, not the page allocator) plus
-page fragments from the page allocator. ``alloc_skb_with_frags`` (v6.2+,
+An skb is a ``struct sk_buff`` from the ``skbuff_head_cache`` slab cache, a
+linear head from a slab cache too (``kmalloc_reserve``: the head plus
+``skb_shared_info``, cache-line aligned, from ``skbuff_small_head`` if it fits
+in ``SKB_SMALL_HEAD_CACHE_SIZE`` (v6.3+), else from the kmalloc cache of that
+size: a 3776-byte head is exactly 4096 B, ``kmalloc-4k``) and page fragments
+from the page allocator; the slab caches are :mod:`mmsim.mm.slub`'s. The
+allocating CPU takes all three; ``consume_skb`` frees them on the consuming
+CPU. ``alloc_skb_with_frags`` (v6.2+,
 09c2c90705bb) takes the largest order <= the requested one that the
 remaining data fills — ``while (order && PAGE_ALIGN(data_len) < (PAGE_SIZE
 << order)) order--`` — so a 32768-byte fragment is one order-3 page and
@@ -25,21 +31,34 @@ from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.mm.costs import path
 from mmsim.mm.page_alloc import MIGRATE_UNMOVABLE, PAGE_SIZE
+from mmsim.mm.slub import SLAB_HWCACHE_ALIGN, KmemCache, Slab, kmalloc_size_roundup
 
-# include/linux/skbuff.h on x86-64, v6.6: sizeof(struct skb_shared_info) with MAX_SKB_FRAGS 17 is 320 B;
-# SKB_MAX_HEAD(0) = SKB_WITH_OVERHEAD(PAGE_SIZE) = 4096 - 320.
+LINE = 64  # SMP_CACHE_BYTES on x86-64
+# include/linux/skbuff.h on x86-64, v6.6: sizeof(struct skb_shared_info) with MAX_SKB_FRAGS 17 is 320 B
+# (already a multiple of SMP_CACHE_BYTES); SKB_MAX_HEAD(0) = SKB_WITH_OVERHEAD(PAGE_SIZE) = 4096 - 320.
 SHINFO_SIZE = 320
 SKB_MAX_HEAD0 = PAGE_SIZE - SHINFO_SIZE
-# sizeof(struct sk_buff) rounded to its cache (skbuff_head_cache objects, 256 B): part of SKB_TRUESIZE.
+# sizeof(struct sk_buff) on x86-64, v6.6 (pahole): 232 B; skbuff_head_cache (SLAB_HWCACHE_ALIGN) and
+# SKB_TRUESIZE's SKB_DATA_ALIGN both round it to 256.
+SKB_STRUCT_OBJECT = 232
 SKB_STRUCT_SIZE = 256
-LINE = 64
+# SKB_SMALL_HEAD_CACHE_SIZE (bf9f1baa279f): SKB_HEAD_ALIGN(MAX_TCP_HEADER). With x86-64 distribution
+# configs MAX_TCP_HEADER = L1_CACHE_ALIGN(128 + MAX_HEADER) = L1_CACHE_ALIGN(128 + 176) = 320, so
+# 320 + 320 = 640 B (not a power of two: no extra line).
+SKB_SMALL_HEAD_CACHE_SIZE = 640
+
+
+def skb_data_align(n: int) -> int:
+    """``SKB_DATA_ALIGN``: up to a multiple of SMP_CACHE_BYTES."""
+    return -(-n // LINE) * LINE
 
 
 class Skb:
-    __slots__ = ("len", "head_len", "frags", "truesize", "consumed", "writer_cpu")
+    __slots__ = ("len", "head_len", "frags", "truesize", "consumed", "writer_cpu", "skb_slab", "head_slab")
 
     def __init__(
         self, head_len: int, length: int, frags: list[tuple[int, int, bool]], truesize: int, writer_cpu: int,
+        skb_slab: Slab | None = None, head_slab: Slab | None = None,
     ) -> None:
         self.head_len = head_len
         self.len = length
@@ -47,11 +66,28 @@ class Skb:
         self.truesize = truesize
         self.consumed = 0
         self.writer_cpu = writer_cpu
+        self.skb_slab = skb_slab  # the slab the struct sk_buff came from
+        self.head_slab = head_slab  # the slab of the linear head
 
 
-def kmalloc_size(n: int) -> int:
-    """The kmalloc cache a head of ``n`` bytes lands in (powers of two from 32 B)."""
-    return 1 << max(5, (n - 1).bit_length())
+def skbuff_head_cache(system: Any) -> KmemCache:
+    """``skb_init``: ``skbuff_head_cache`` of ``sizeof(struct sk_buff)``, SLAB_HWCACHE_ALIGN."""
+    c: KmemCache = system.slab.kmem_cache_create("skbuff_head_cache", SKB_STRUCT_OBJECT, SLAB_HWCACHE_ALIGN)
+    return c
+
+
+def kmalloc_reserve_cache(system: Any, size: int) -> KmemCache:
+    """``kmalloc_reserve`` (v6.6): the cache a head of ``size`` bytes comes from.
+    ``SKB_HEAD_ALIGN(size)`` (head + shared info, each cache-line aligned) from
+    ``skbuff_small_head`` if it fits there (bf9f1baa279f), else the kmalloc cache
+    of ``kmalloc_size_roundup`` of it."""
+    obj = skb_data_align(size) + SHINFO_SIZE
+    if obj <= SKB_SMALL_HEAD_CACHE_SIZE and system.policy("skb_small_head") == "on":
+        c: KmemCache = system.slab.kmem_cache_create("skbuff_small_head", SKB_SMALL_HEAD_CACHE_SIZE,
+                                                     SLAB_HWCACHE_ALIGN)
+        return c
+    k: KmemCache = system.slab.kmalloc_slab(kmalloc_size_roundup(obj))
+    return k
 
 
 def alloc_skb_with_frags(
@@ -59,11 +95,16 @@ def alloc_skb_with_frags(
 ) -> Generator[Any, Any, tuple[Skb, int]]:
     """``alloc_skb_with_frags`` (v6.6). Returns the skb and busy ns not yet yielded."""
     pa = system.page_alloc
+    slub = system.slab
     node = system.machine.cpu_node(task.cpu)
     ns, ins = path("alloc_skb_with_frags", system.machine.freq_ghz)
     pending += system.counters.busy(task.cpu, "alloc_skb_with_frags", ns, ins)
+    # __alloc_skb: kmem_cache_alloc_node(skbuff_head_cache), then kmalloc_reserve of the head
+    skb_slab, pending = yield from slub.slab_alloc_node(task, skbuff_head_cache(system), pending)
+    head_cache = kmalloc_reserve_cache(system, header_len)
+    head_slab, pending = yield from slub.slab_alloc_node(task, head_cache, pending)
     frags: list[tuple[int, int, bool]] = []
-    truesize = SKB_STRUCT_SIZE + kmalloc_size(header_len + SHINFO_SIZE)
+    truesize = SKB_STRUCT_SIZE + head_cache.object_size  # SKB_TRUESIZE(SKB_WITH_OVERHEAD(ksize))
     left = data_len
     while left:
         while order and -(-left // PAGE_SIZE) * PAGE_SIZE < PAGE_SIZE << order:
@@ -73,7 +114,7 @@ def alloc_skb_with_frags(
         chunk = min(left, PAGE_SIZE << order)
         truesize += PAGE_SIZE << order
         left -= chunk
-    return Skb(header_len, header_len + data_len, frags, truesize, task.cpu), pending
+    return Skb(header_len, header_len + data_len, frags, truesize, task.cpu, skb_slab, head_slab), pending
 
 
 def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
@@ -126,9 +167,21 @@ def skb_copy_to_iter(task: Task, system: Any, skb: Skb, nbytes: int, func: str) 
 def skb_release_data(task: Task, system: Any, skb: Skb, pending: int) -> Generator[Any, Any, int]:
     """``consume_skb`` → ``skb_release_data``: ``put_page`` of every fragment on
     the consuming CPU, i.e. ``free_unref_page`` of each compound page, in frag
-    order. Returns busy ns not yet yielded."""
+    order, then ``skb_free_head`` (``kfree`` or ``kmem_cache_free`` of the small
+    head). Returns busy ns not yet yielded."""
     pa = system.page_alloc
     for pfn, order, _ in skb.frags:
         pending = yield from pa.free_pages(task, pfn, order, pending)
     skb.frags = []
+    if skb.head_slab is not None:
+        pending = yield from system.slab.slab_free(task, skb.head_slab, pending)
+        skb.head_slab = None
+    return pending
+
+
+def kfree_skbmem(task: Task, system: Any, skb: Skb, pending: int) -> Generator[Any, Any, int]:
+    """``kfree_skbmem``: ``kmem_cache_free(skbuff_head_cache, skb)`` on the consuming CPU."""
+    if skb.skb_slab is not None:
+        pending = yield from system.slab.slab_free(task, skb.skb_slab, pending)
+        skb.skb_slab = None
     return pending

@@ -118,6 +118,13 @@ def profile_block(profile: Sequence[Mapping[str, Any]], top: int = PROFILE_TOP) 
     return "\n".join(lines)
 
 
+def slab_stats_table(vmstat: Mapping[str, int]) -> Table:
+    """SLUB statistics (CONFIG_SLUB_STATS items, summed over caches): the non-zero ones."""
+    t = Table(["item", "count"], title="SLUB statistics (all caches):")
+    t.rows = [[k, fmt_int(v)] for k, v in vmstat.items() if v and k.startswith(("slab_", "cpu_partial_"))]
+    return t
+
+
 def locks_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) -> Table:
     """``/proc/lock_stat``: one row per lock class that was taken, most total wait first."""
     t = Table(
@@ -155,6 +162,9 @@ def format_run(run: Mapping[str, Any]) -> Doc:
         doc.append(metrics_table(run["metrics"]))
     if run.get("profile"):
         doc.append(profile_block(run["profile"]))
+    slab = slab_stats_table(run.get("vmstat") or {})
+    if slab.rows:
+        doc.append(slab)
     if any(s.get("acquisitions", 0) for s in (run.get("locks") or {}).values()):
         doc.append(locks_table(run["locks"]))
     doc.append(sim_line(run.get("sim") or {}))
