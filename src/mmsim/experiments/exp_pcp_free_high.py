@@ -94,9 +94,10 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         "cmpxchg, no list) and the writer's ___slab_alloc takes it back with get_freelist; a slab would leave "
         "the CPU (put_cpu_partial, n->list_lock, discard_slab) only with all its objects in flight, 8 "
         "kmalloc-4k heads or 64 sk_buffs, while sk_sndbuf stops the writer at 4 heads (3 x (37120 + 29568) "
-        "+ 37120 B of truesize). Copies run at the fill-buffer rate (10 x 64 B per line-transfer latency); "
-        "measured by hand, 1.6x / 2.4x faster copies give parent 28.8% / 35.5% but patched 17.3% / 21.7% (no "
-        "longer halved): copy speed alone is not the missing piece. See docs/pcp-free-high.md"
+        "+ 37120 B of truesize). What would bring the parent's spin share into its band, measured with "
+        "benchmarks/pcp_sensitivity.py: faster copies raise both arms (the patched arm stops halving); a fixed "
+        "300-500 ns more per zone->lock critical section puts all six checks in band, but no kernel code path "
+        "accounts for it and the model does not add it. See docs/pcp-free-high.md"
     )
     return checks, notes
 

@@ -1,0 +1,209 @@
+"""What-if analysis of `mmsim reproduce pcp-free-high`: which cost, changed by
+how much, would bring the parent's zone->lock spin share into its band.
+
+Not a speed benchmark and not part of the model: each variant changes one
+quantity *in this process only* (the model's own constants stay as they are)
+and runs both arms. The variants:
+
+* ``model``: the model as committed.
+* ``handoff-2x``: a contended qspinlock hand-off costs two line transfers
+  instead of one (the queue head re-reads the lock word after the unlock,
+  then needs the line exclusive again for ``set_locked``).
+  ``handoff-<F>x`` scales it by any F.
+* ``copy-1.6x`` / ``copy-2.4x``: user copies run 1.6 / 2.4 times faster
+  (16 / 24 L1D fill buffers instead of 10 in the copy rate); ``copy-<F>x``.
+* ``cs+N``: every critical section under ``zone->lock`` costs N ns more, a
+  fixed cost per acquisition that the patched arm's larger drains amortise.
+
+Usage: python benchmarks/pcp_sensitivity.py [--json] [VARIANT ...]
+       python benchmarks/pcp_sensitivity.py --breakdown [--json]
+(no variant: model, handoff-2x, copy-1.6x, copy-2.4x, cs+200 ... cs+800)
+Prints, per variant: both arms' spin shares, their ratio, the bandwidth
+change, the zone->lock hold per acquisition and how many of the experiment's
+six band checks pass. ``--breakdown`` instead counts, in the model as it is,
+the blocks freed to the buddy lists, their merge depth and the ``free_area``
+list operations after another CPU's. Results: docs/pcp-free-high.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import mmsim.net.skbuff as skbuff
+from mmsim.experiments.reproduce import EXPERIMENTS, _load
+from mmsim.experiments.run import run
+from mmsim.locks.spinlock import Spinlock
+from mmsim.mm.page_alloc import PageAllocator
+
+ZONE_CS = {"free_pcppages_bulk", "rmqueue_bulk", "__rmqueue", "free_one_page"}
+
+
+@contextmanager
+def _copy_rate(factor: float) -> Iterator[None]:
+    old = skbuff.FILL_BUFFERS
+    skbuff.FILL_BUFFERS = round(old * factor)
+    try:
+        yield
+    finally:
+        skbuff.FILL_BUFFERS = old
+
+
+@contextmanager
+def _cs_extra(ns: int) -> Iterator[None]:
+    orig = PageAllocator._charge_cs
+
+    def charge(self: PageAllocator, cpu: int, func: str, pns: int, ins: int) -> int:
+        return orig(self, cpu, func, pns + (ns if func in ZONE_CS else 0), ins)
+
+    PageAllocator._charge_cs = charge  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PageAllocator._charge_cs = orig  # type: ignore[method-assign]
+
+
+@contextmanager
+def _handoff(factor: float) -> Iterator[None]:
+    orig_init = Spinlock.__init__
+
+    def init(self: Spinlock, *a: Any, **k: Any) -> None:
+        orig_init(self, *a, **k)
+        base = self._xfer
+        self._xfer = lambda s, d: factor * base(s, d)
+
+    Spinlock.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Spinlock.__init__ = orig_init  # type: ignore[method-assign]
+
+
+@contextmanager
+def _none() -> Iterator[None]:
+    yield
+
+
+DEFAULT = ["model", "handoff-2x", "copy-1.6x", "copy-2.4x", "cs+200", "cs+300", "cs+400", "cs+500", "cs+600",
+           "cs+800"]
+FORMS = "model, handoff-<F>x, copy-<F>x or cs+<N> (F a factor > 0, N whole ns >= 0)"
+
+
+def variant(name: str) -> Callable[[], Any] | None:
+    """The context manager factory for a variant name, or None if it does not parse."""
+    try:
+        if name == "model":
+            return _none
+        if name.startswith("cs+"):
+            ns = int(name[3:])
+            return partial(_cs_extra, ns) if ns >= 0 else None
+        for prefix, make in (("handoff-", _handoff), ("copy-", _copy_rate)):
+            if name.startswith(prefix) and name.endswith("x"):
+                f = float(name[len(prefix):-1])
+                if not 0 < f < math.inf or (make is _copy_rate and round(skbuff.FILL_BUFFERS * f) < 1):
+                    return None
+                return partial(make, f)
+    except ValueError:
+        return None
+    return None
+
+
+def measure(name: str) -> dict[str, Any]:
+    _load()
+    e = EXPERIMENTS["pcp-free-high"]
+    make = variant(name)
+    assert make is not None
+    with make():
+        res = {arm: run(spec) for arm, spec in e.arms.items()}
+    checks, _ = e.evaluate(res)
+    by = {c.metric: c.simulated for c in checks}
+    banded = [c for c in checks if c.band is not None]
+    hold = {arm: r.locks["&zone->lock"]["hold_ns_total"] / r.locks["&zone->lock"]["acquisitions"]
+            for arm, r in res.items()}
+    sp, ss = by["zone_lock_spin_share.parent"], by["zone_lock_spin_share.patched"]
+    return {
+        "variant": name,
+        "spin_parent": round(sp, 4),
+        "spin_patched": round(ss, 4),
+        "ratio": round(ss / sp, 3) if sp else None,
+        "bandwidth_change_pct": round(by["bandwidth_change_pct"], 1),
+        "hold_ns_parent": round(hold["parent"]),
+        "hold_ns_patched": round(hold["patched"]),
+        "checks_in_band": f"{sum(bool(c.ok) for c in banded)}/{len(banded)}",
+    }
+
+
+@contextmanager
+def _count(st: Counter[str]) -> Iterator[None]:
+    """Count, without changing any cost: blocks freed to the buddy lists and
+    their merge levels, and list operations on a ``free_area`` another CPU
+    wrote last (each charged a list-head line and a neighbour's struct page)."""
+    touch_area, free_one = PageAllocator._touch_area, PageAllocator._free_one_page
+
+    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> None:
+        st["free_area ops"] += 1
+        st["free_area ops after another CPU"] += z.area_owner[order] != cpu
+        touch_area(self, z, order, cpu)
+
+    def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int) -> int:
+        levels: int = free_one(self, z, cpu, pfn, order, stamp)
+        st["blocks freed to buddy"] += 1
+        st[f"blocks merging {levels} levels" if levels < 3 else "blocks merging 3+ levels"] += 1
+        return levels
+
+    PageAllocator._touch_area = area  # type: ignore[method-assign]
+    PageAllocator._free_one_page = free  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PageAllocator._touch_area = touch_area  # type: ignore[method-assign]
+        PageAllocator._free_one_page = free_one  # type: ignore[method-assign]
+
+
+def breakdown() -> dict[str, dict[str, int]]:
+    """Where the zone-lock time goes in each arm of the model as it is."""
+    _load()
+    out = {}
+    for arm, spec in EXPERIMENTS["pcp-free-high"].arms.items():
+        st: Counter[str] = Counter()
+        with _count(st):
+            r = run(spec)
+        st["zone->lock acquisitions"] = r.locks["&zone->lock"]["acquisitions"]
+        out[arm] = dict(sorted(st.items()))
+    return out
+
+
+def main() -> None:
+    if "--breakdown" in sys.argv:
+        b = breakdown()
+        if "--json" in sys.argv:
+            print(json.dumps(b))
+            return
+        keys = list(next(iter(b.values())))
+        print(f"{'':>34}" + "".join(f"{arm:>12}" for arm in b))
+        for k in keys:
+            print(f"{k:>34}" + "".join(f"{b[arm][k]:>12,}" for arm in b))
+        return
+    names = [a for a in sys.argv[1:] if not a.startswith("--")] or DEFAULT
+    bad = [n for n in names if variant(n) is None]
+    if bad:
+        print(f"pcp_sensitivity: variant {bad[0]!r} not understood; allowed: {FORMS}", file=sys.stderr)
+        sys.exit(2)
+    rows = [measure(n) for n in names]
+    if "--json" in sys.argv:
+        print(json.dumps(rows))
+        return
+    cols = list(rows[0])
+    print("  ".join(f"{c:>20}" for c in cols))
+    for r in rows:
+        print("  ".join(f"{r[c]!s:>20}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()

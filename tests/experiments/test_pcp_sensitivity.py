@@ -1,0 +1,43 @@
+"""benchmarks/pcp_sensitivity.py: its variants parse strictly and leave the model as they found it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import mmsim.net.skbuff as skbuff
+from mmsim.locks.spinlock import Spinlock
+from mmsim.mm.page_alloc import PageAllocator
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pcp_sensitivity.py"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pcp_sensitivity", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_variant_names_parse_strictly() -> None:
+    s = _script()
+    for ok in ("model", "cs+0", "cs+450", "handoff-2x", "handoff-0.5x", "copy-1.6x"):
+        assert s.variant(ok) is not None, ok
+    for bad in ("", "nope", "cs+", "cs+-3", "cs+1.5", "copy-x", "copy-0x", "copy-infx", "copy-nanx", "copy-0.01x",
+                "handoff-2"):
+        assert s.variant(bad) is None, bad
+
+
+def test_variants_change_only_inside_and_restore_the_model() -> None:
+    s = _script()
+    charge, init, fill = PageAllocator._charge_cs, Spinlock.__init__, skbuff.FILL_BUFFERS
+    for name in ("cs+300", "handoff-3x", "copy-2.4x"):
+        make = s.variant(name)
+        with make():
+            changed = (PageAllocator._charge_cs is not charge, Spinlock.__init__ is not init,
+                       skbuff.FILL_BUFFERS != fill)
+            assert sum(changed) == 1, (name, changed)
+        assert PageAllocator._charge_cs is charge and Spinlock.__init__ is init and skbuff.FILL_BUFFERS == fill
+    assert skbuff.FILL_BUFFERS == 10
