@@ -32,9 +32,10 @@ import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import Any
+from unittest import mock
 
 import mmsim.net.skbuff as skbuff
 from mmsim.experiments.reproduce import EXPERIMENTS, _load
@@ -45,32 +46,20 @@ from mmsim.mm.page_alloc import PageAllocator
 ZONE_CS = {"free_pcppages_bulk", "rmqueue_bulk", "__rmqueue", "free_one_page"}
 
 
-@contextmanager
-def _copy_rate(factor: float) -> Iterator[None]:
-    old = skbuff.FILL_BUFFERS
-    skbuff.FILL_BUFFERS = round(old * factor)
-    try:
-        yield
-    finally:
-        skbuff.FILL_BUFFERS = old
+def _copy_rate(factor: float) -> Any:
+    return mock.patch.object(skbuff, "FILL_BUFFERS", round(skbuff.FILL_BUFFERS * factor))
 
 
-@contextmanager
-def _cs_extra(ns: int) -> Iterator[None]:
+def _cs_extra(ns: int) -> Any:
     orig = PageAllocator._charge_cs
 
     def charge(self: PageAllocator, cpu: int, func: str, pns: int, ins: int) -> int:
         return orig(self, cpu, func, pns + (ns if func in ZONE_CS else 0), ins)
 
-    PageAllocator._charge_cs = charge  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        PageAllocator._charge_cs = orig  # type: ignore[method-assign]
+    return mock.patch.object(PageAllocator, "_charge_cs", charge)
 
 
-@contextmanager
-def _handoff(factor: float) -> Iterator[None]:
+def _handoff(factor: float) -> Any:
     orig_init = Spinlock.__init__
 
     def init(self: Spinlock, *a: Any, **k: Any) -> None:
@@ -78,16 +67,7 @@ def _handoff(factor: float) -> Iterator[None]:
         base = self._xfer
         self._xfer = lambda s, d: factor * base(s, d)
 
-    Spinlock.__init__ = init  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        Spinlock.__init__ = orig_init  # type: ignore[method-assign]
-
-
-@contextmanager
-def _none() -> Iterator[None]:
-    yield
+    return mock.patch.object(Spinlock, "__init__", init)
 
 
 DEFAULT = ["model", "handoff-2x", "copy-1.6x", "copy-2.4x", "cs+200", "cs+300", "cs+400", "cs+500", "cs+600",
@@ -99,7 +79,7 @@ def variant(name: str) -> Callable[[], Any] | None:
     """The context manager factory for a variant name, or None if it does not parse."""
     try:
         if name == "model":
-            return _none
+            return nullcontext
         if name.startswith("cs+"):
             ns = int(name[3:])
             return partial(_cs_extra, ns) if ns >= 0 else None
@@ -157,13 +137,9 @@ def _count(st: Counter[str]) -> Iterator[None]:
         st[f"blocks merging {levels} levels" if levels < 3 else "blocks merging 3+ levels"] += 1
         return levels
 
-    PageAllocator._touch_area = area  # type: ignore[method-assign]
-    PageAllocator._free_one_page = free  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(PageAllocator, "_touch_area", area), \
+            mock.patch.object(PageAllocator, "_free_one_page", free):
         yield
-    finally:
-        PageAllocator._touch_area = touch_area  # type: ignore[method-assign]
-        PageAllocator._free_one_page = free_one  # type: ignore[method-assign]
 
 
 def breakdown() -> dict[str, dict[str, int]]:
