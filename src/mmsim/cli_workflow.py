@@ -53,6 +53,9 @@ def guard_limits(max_events: str | None, max_memory: str | None, force: bool) ->
     """The resource guard's limits from the command's options, for the length of the command."""
     from mmsim.experiments import guard
 
+    for option, v in (("--max-events", max_events), ("--max-memory", max_memory)):
+        if v is not None and not (v.isascii() and v.isprintable() and len(v) <= 40):  # int() takes any digits
+            raise UserError(option, v, "ASCII, e.g. 2e8 (--max-events) or 8g (--max-memory)")
     return guard.override(max_events, max_memory, force)
 
 

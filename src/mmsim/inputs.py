@@ -270,3 +270,45 @@ def parse_json(text: str, field: str, what: str) -> Any:
 def load_json(path: str | Path, field: str, what: str, hint: str | None = None) -> Any:
     """Read and parse a JSON file within the limits above (``what``, ``hint``: as for :func:`load_yaml`)."""
     return parse_json(read_text(path, field, what, MAX_JSON_BYTES), field, hint or what)
+
+
+# -- addresses -----------------------------------------------------------------------------
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc")
+_HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?")
+_SCHED_ALLOWED = ("a Dask scheduler address SCHEME://HOST[:PORT] like tcp://node1:8786 (SCHEME tcp, tls, ws, wss; "
+                  "HOST a name, an IPv4 address or [IPv6]; PORT 1..65535)")
+
+
+def check_scheduler(address: str, field: str = "--scheduler") -> str:
+    """A Dask scheduler address, checked before Dask parses it (Dask raises a bare ValueError on ``tcp://[::1``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    def bad() -> UserError:
+        return UserError(field, address, _SCHED_ALLOWED)
+
+    if not isinstance(address, str) or not address.isascii() or not address.isprintable() or len(address) > 300:
+        raise bad()
+    try:
+        u = urlsplit(address)
+        port = u.port  # ValueError when not an integer 0..65535
+        host = u.hostname
+    except ValueError:
+        raise bad() from None
+    if u.scheme == "inproc":  # inproc://IP/PID/N: Dask's in-process transport
+        if not u.netloc:
+            raise bad()
+        return address
+    if u.scheme not in SCHEDULER_SCHEMES or not host or u.username is not None or u.password is not None:
+        raise bad()
+    if u.path not in ("", "/") or u.query or u.fragment or port == 0:
+        raise bad()
+    if "[" in u.netloc:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise bad() from None
+    elif not _HOST_RE.fullmatch(host):
+        raise bad()
+    return address

@@ -165,6 +165,10 @@ def execute(
         raise UserError("--workers", workers, "an integer >= 1")
     if scheduler and executor != "dask":
         raise UserError("--scheduler", scheduler, "only with --executor dask")
+    if scheduler:
+        from mmsim.inputs import check_scheduler
+
+        check_scheduler(scheduler)
     if not specs:
         return
     if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
@@ -235,8 +239,6 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
-        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-            raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as e:

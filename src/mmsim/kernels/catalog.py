@@ -28,10 +28,12 @@ class Policy:
         if self.allowed:
             if value not in self.allowed:
                 raise UserError(f"{where}.{self.name}", value, self.allowed)
-        elif not (value.isascii() and value.isdigit()):
-            raise UserError(f"{where}.{self.name}", value, "a non-negative integer")
+        elif not (value.isascii() and value.isdigit() and len(value) <= 10 and int(value) <= INT_MAX):
+            raise UserError(f"{where}.{self.name}", value, f"an integer from 0 to {INT_MAX} (a sysctl int)")
         return value
 
+
+INT_MAX = (1 << 31) - 1  # the numeric policies are sysctls read by proc_dointvec / proc_douintvec (int)
 
 POLICIES: dict[str, Policy] = {
     p.name: p
