@@ -218,7 +218,7 @@ def _part_specs(c: _Checker) -> dict[str, dict[str, Check]]:
         },
         "nodes": {
             "id": idx, "memory_gib": num, "mem_type": c.mem_type, "latency_ns": num,
-            "read_bw_gbs": num, "write_bw_gbs": num, "socket": idx,
+            "read_bw_gbs": num, "write_bw_gbs": num, "socket": idx, "remote_latency_ns": num,
         },
         "cost": {
             **{f.name: num for f in dataclasses.fields(CostModel) if f.name != "sources"},
@@ -272,7 +272,8 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
     top: dict[str, Check] = {
         "name": c.text, "description": c.text, "freq_ghz": c.pos_num, **lists,
         "distances": lambda v, p: v,  # checked below, once the node count is known
-        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}, "smt_thread_speed": SMT_THREAD_SPEED}),
+        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}, "smt_thread_speed": SMT_THREAD_SPEED,
+                                                             "line_hit_socket_ns": None, "line_hit_remote_ns": None}),
         "sources": c.sources,
     }
     t = c.mapping(d, "", top, {"description": "", "sources": {}})
@@ -282,7 +283,8 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
         parts[key] = []
         for i, item in enumerate(t[key]):
             p = f"{key}[{i}]"
-            parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], {})))
+            optional = {"remote_latency_ns": None} if key == "nodes" else {}  # older files: derived from SLIT
+            parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], optional)))
     ncpus = sum(s.cores * s.threads_per_core for s in parts["sockets"])
     if ncpus > MAX_CPUS:  # before the Machine, which tabulates every CPU
         raise c.fail("sockets", f"{ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
