@@ -130,7 +130,8 @@ def test_bad_policy_value_names_the_field() -> None:
 def test_bad_integer_policy_value() -> None:
     with pytest.raises(UserError) as e:
         resolve("v3.13", overrides={"stat_interval_ms": "-5"})
-    assert (e.value.field, e.value.allowed) == ("--set.stat_interval_ms", "an integer from 0 to 2147483647 (a sysctl int)")
+    assert (e.value.field, e.value.allowed) == ("--set.stat_interval_ms",
+                                                "an integer from 0 to 2147483647 (a sysctl int)")
 
 
 def test_unicode_digit_is_not_a_non_negative_integer() -> None:
