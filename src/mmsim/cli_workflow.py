@@ -346,13 +346,15 @@ def plot_cmd(
     x: Annotated[str | None, typer.Option("--x", help="scaling: the swept parameter on the x axis.")] = None,
 ) -> None:
     """Draw a plot from a saved compare or sweep (--json) to PNG or SVG."""
-    from mmsim.report import plots, schema
+    from mmsim.report import schema
 
     if kind not in PLOTS:
         raise UserError("KIND", kind, PLOTS)
-    plots.check_output(output)
-    data = _load_json(input_)
+    data = _load_json(input_)  # before matplotlib is imported: a bad input fails fast
     got = schema.check(data, f"plot {kind}", PLOT_TAKES[kind])
+    from mmsim.report import plots
+
+    plots.check_output(output)
     with _rendering(got):
         if kind == "scaling":
             fig = plots.scaling(data, metric, x)

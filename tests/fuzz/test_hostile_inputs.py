@@ -92,7 +92,7 @@ def _run_all(server: Server, corpus: Corpus, n: int, seed: int, tmp: Path) -> di
 def test_hostile_sample(server: Server, corpus: Corpus, tmp_path: Path) -> None:
     r = _run_all(server, corpus, FAST_CASES, seed=23, tmp=tmp_path)
     assert r["problems"] == []
-    assert set(r["classes"]) == set(CLASSES)  # type: ignore[arg-type]
+    assert r["classes"] == {c: FAST_CASES // len(CLASSES) for c in CLASSES}
 
 
 @pytest.mark.slow
@@ -111,17 +111,17 @@ def test_runner_catches_hangs_and_memory_blowups(tmp_path: Path) -> None:
     import mmsim.cli
 
     try:
-        mmsim.cli.main = lambda argv=None: (lambda: [None for _ in iter(int, 1)])() or 0  # type: ignore[assignment]
+        mmsim.cli.main = lambda argv=None: (lambda: [None for _ in iter(int, 1)])() or 0
         old = hc.WALL_SECONDS
         hc.WALL_SECONDS = 0.5
         res = run_forked([], tmp_path)
         assert res["rc"] is None and res["signal"] is None  # killed by the runner
         hc.WALL_SECONDS = old
-        mmsim.cli.main = lambda argv=None: len(bytearray(2 << 30))  # type: ignore[assignment]
+        mmsim.cli.main = lambda argv=None: len(bytearray(2 << 30))
         res = run_forked([], tmp_path)
         out = Outcome(res["rc"], "", (tmp_path / "stderr").read_text(), res["seconds"], res["signal"])
         assert out.problem(case) is not None and "MemoryError" in out.stderr
     finally:
         hc.WALL_SECONDS = 5.0
         if real_main is not None:
-            mmsim.cli.main = real_main  # type: ignore[assignment]
+            mmsim.cli.main = real_main
