@@ -110,6 +110,8 @@ def validate_cmd(
         parse_size(size)
     except ValueError:
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
+    if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
+        raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
     rows = validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
     if json_out:
         _emit_json(rows)

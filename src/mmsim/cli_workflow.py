@@ -274,6 +274,8 @@ def results_list_cmd(
     from mmsim.report.tables import Table, fmt_num
     from mmsim.results.store import Store
 
+    if limit < 1:
+        raise UserError("--limit", limit, "an integer >= 1")
     st = Store(store)
     filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
     if metric:
