@@ -73,6 +73,9 @@ def test_depth(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     j.write_text("[" * 100000 + "]" * 100000)
     assert "invalid value 'nesting deeper than 32 levels'" in _err(capsys, ["report", str(j), "-o", "r.html"])
     assert inputs.parse_json("[" * 32 + "]" * 32, "f", "x") is not None  # 32 is allowed
+    with pytest.raises(UserError) as e:
+        inputs.parse_json("[" + ",".join(["[]"] * 250_001) + "]", "f", "x")
+    assert e.value.value == "more than 250,000 arrays and objects"
     with pytest.raises(UserError):
         inputs.parse_json("[" * 33 + "]" * 33, "f", "x")
 
