@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mmsim.errors import UserError
 
 
@@ -281,21 +279,15 @@ class ResolvedKernel:
 
 def load_kernel_yaml(path: str | Path) -> Kernel:
     """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``."""
+    from mmsim import inputs
+
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p.name}", "not UTF-8 text", "a YAML mapping with name, base, patches, policies") from None
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
-        raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
+    data: Any = inputs.load_yaml(p, p.name, "a kernel YAML file", "a YAML mapping with name, base, patches, policies")
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
     extra = set(data) - {"name", "base", "patches", "policies", "description"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key",
+        raise UserError(f"{p.name}: {inputs.quote_key(sorted(map(str, extra))[0])}", "unknown key",
                         "name, base, patches, policies, description")
     base = str(data.get("base", ""))
     if base not in KERNELS:
