@@ -121,10 +121,11 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("bisect")(bisect_cmd)
-    results_app = typer.Typer(help="The results store: list, export.", no_args_is_help=True)
+    results_app = typer.Typer(help="The results store: list, export, import.", no_args_is_help=True)
     results_app.command("list")(results_list_cmd)
     results_app.command("export")(results_export_cmd)
     results_app.command("path")(results_path_cmd)
+    results_app.command("import")(results_import_cmd)
     app.add_typer(results_app, name="results")
     app.command("plot")(plot_cmd)
     app.command("report")(report_cmd)
@@ -319,6 +320,20 @@ def results_path_cmd(store: StoreOpt = None) -> None:
     from mmsim.results.store import Store
 
     _emit([str(Store(store).path)])
+
+
+def results_import_cmd(
+    file: Annotated[Path, typer.Argument(help="Side file of unsaved runs named by a sweep whose store failed.")],
+    store: StoreOpt = None,
+) -> None:
+    """Load the runs a failed store write saved to a side file (.jsonl) into the store."""
+    from mmsim.results.store import Store, load_spilled
+
+    runs = load_spilled(file)
+    st = Store(store)
+    st.check(len(runs))
+    added = st.add(runs)
+    _emit([f"imported {added} new run(s) from {file} into {st.path} ({len(runs) - added} already stored)"])
 
 
 PLOTS = ("scaling", "profile", "locks")

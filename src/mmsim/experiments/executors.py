@@ -33,6 +33,7 @@ one store, workers killed mid-sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -47,7 +48,7 @@ from typing import Any
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
 from mmsim.experiments.run import RunSpec, run
-from mmsim.results.store import Store, StoredRun, spec_hash
+from mmsim.results.store import Store, StoredRun, spec_hash, spill
 
 EXECUTORS = ("serial", "process", "dask")
 # Finished runs are written to the store every this many seconds: one DuckDB
@@ -171,6 +172,20 @@ def execute(
     scheduler: str | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(index, result dict)`` for every spec, in completion order."""
+    check_executor(executor, workers, scheduler)
+    if not specs:
+        return
+    if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
+        for i, s in enumerate(specs):
+            yield i, _unwrap(_work(s))
+    elif executor == "process":
+        yield from _process(specs, workers or _ncpus())
+    else:
+        yield from _dask(specs, workers, scheduler)
+
+
+def check_executor(executor: str, workers: int | None, scheduler: str | None) -> None:
+    """UserError for an unknown executor, a worker count < 1 or a scheduler without Dask."""
     if executor not in EXECUTORS:
         raise UserError("--executor", executor, EXECUTORS)
     if workers is not None and workers < 1:
@@ -181,15 +196,6 @@ def execute(
         from mmsim.inputs import check_scheduler
 
         check_scheduler(scheduler)
-    if not specs:
-        return
-    if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
-        for i, s in enumerate(specs):
-            yield i, _unwrap(_work(s))
-    elif executor == "process":
-        yield from _process(specs, workers or _ncpus())
-    else:
-        yield from _dask(specs, workers, scheduler)
 
 
 def _ncpus() -> int:
@@ -283,7 +289,12 @@ class _Writer:
     """Records finished runs in the store in batches: a background thread writes
     whatever has arrived every ``FLUSH_SECONDS``, ``close()`` writes the rest. So
     a hard kill loses at most the last ``FLUSH_SECONDS`` of finished runs, and
-    a sweep of short runs does not pay one transaction per run."""
+    a sweep of short runs does not pay one transaction per run.
+
+    When a write fails (disk full, I/O error, damage), no computed run is
+    dropped: that batch and every later one go to a side file
+    (:func:`mmsim.results.store.spill`), and ``close()`` ends the sweep with
+    one line naming the cause and the file for ``mmsim results import``."""
 
     def __init__(self, store: Store | None, replace: bool) -> None:
         self.store, self.replace = store, replace
@@ -291,6 +302,9 @@ class _Writer:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        self.failed: BaseException | None = None  # the store write that failed
+        self.side: Path | None = None  # where the runs went instead
+        self.spilled = 0
 
     def put(self, run: StoredRun) -> None:
         if self.store is None:
@@ -305,8 +319,17 @@ class _Writer:
 
     def flush(self) -> None:
         with self.lock:
-            if self.pending and self.store is not None:
-                self.store.add(self.pending, replace=self.replace)  # all or nothing: kept on failure
+            if not self.pending or self.store is None:
+                return
+            if self.failed is None:
+                try:
+                    self.store.add(self.pending, replace=self.replace)  # all or nothing
+                    self.pending = []
+                    return
+                except Exception as e:  # whatever the cause, the runs must not be lost
+                    self.failed = e
+            self.side = spill(self.pending, self.store.path, self.side)  # OSError: nowhere left to put them
+            self.spilled += len(self.pending)
             self.pending = []
 
     def _loop(self) -> None:
@@ -322,6 +345,14 @@ class _Writer:
         if self.thread is not None:
             self.thread.join()
         self.flush()
+        if self.failed is not None and self.store is not None:
+            from mmsim.results.store import StoreError
+
+            e = self.failed
+            cause = e.cause if isinstance(e, StoreError) else " ".join(str(e).split()) or type(e).__name__
+            raise StoreError(f"results store {self.store.path}: write failed ({cause}); the {self.spilled} "
+                             f"computed run(s) not stored are in {self.side}: load them with "
+                             f"mmsim results import {self.side} --store {self.store.path}")
 
 
 def flush_seconds() -> float:
@@ -354,8 +385,11 @@ def run_many(
     every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    check_executor(executor, workers, scheduler)
     if store is not None:
         flush_seconds()  # and the writer's interval
+        # before any run: it opens (writable, every row readable) and has room; StoreError / UserError
+        store.check(0 if store.path.exists() else len(specs))
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
     results: list[dict[str, Any] | None] = [None] * len(specs)
     if store is not None and not fresh:
@@ -363,6 +397,8 @@ def run_many(
         for i, k in enumerate(keys):
             results[i] = found.get(k)
     todo = [i for i, r in enumerate(results) if r is None]
+    if store is not None:
+        store.check_space(len(todo))  # room for the runs to come
     done = len(specs) - len(todo)
     if progress:
         progress(done, len(specs), {})
@@ -375,8 +411,14 @@ def run_many(
             done += 1
             if progress:
                 progress(done, len(specs), res)
-    finally:
-        writer.close()  # also on Ctrl-C or an error: every finished run is kept
+    except BaseException:
+        with contextlib.suppress(Exception):  # every finished run is kept (stored or spilled); the first
+            writer.close()  # error (Ctrl-C, a failed run) is the one reported
+        if writer.failed is not None:
+            log.warning("mmsim: results store %s: write failed; %d computed run(s) are in %s (mmsim results "
+                        "import)", store.path if store else "", writer.spilled, writer.side)
+        raise
+    writer.close()  # StoreError naming the side file when the store failed
     return [r for r in results if r is not None], len(todo)
 
 
