@@ -68,6 +68,8 @@ def calibrate_cmd(
     from mmsim.native.report import format_calibrate
 
     r = calibrate(out, log=_progress)
+    for n in r.get("notes") or ():  # every kept estimate and noisy measurement, also with --json
+        _progress(f"note: {n}")
     if json_out:
         _emit_json(r)
     else:
