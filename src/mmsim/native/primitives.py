@@ -5,7 +5,7 @@ paths and set against a reference measurement of the same quantity:
 
 * ``chase.<level>``: latency of one dependent load in a random chain over a
   working set on that level's plateau (half of L1d/L2, a quarter of the LLC,
-  8 x the LLC for DRAM). Private levels answer by capacity
+  2 x the LLC in the model and 8 x natively for DRAM). Private levels answer by capacity
   (:class:`CacheLevel`); beyond them the chain runs through the LLC model
   (:class:`mmsim.machine.llc.CacheModel`: a fill, then a second pass whose
   sub-pages hit or miss by reuse distance) and misses cost
@@ -111,9 +111,12 @@ def simulated_bw_gbs(m: Machine, streams: int) -> float:
     return sum(STREAM_BYTES / d for d in ds)
 
 
-def chase_sizes(m: Machine) -> dict[str, int]:
+def chase_sizes(m: Machine, dram_factor: int = 8) -> dict[str, int]:
+    """Plateau working sets: half of each private level, a quarter of the LLC, and ``dram_factor`` x
+    the LLC (at least 256 MiB) for DRAM. The model's LLC is exact LRU, so the simulated chase needs
+    only 2x; a real LLC (other cores' lines, imperfect replacement) needs more."""
     sizes = {c.name: c.size_kib * 1024 // (4 if c is m.caches[-1] else 2) for c in m.caches}
-    sizes["DRAM"] = max(256 << 20, 8 * m.caches[-1].size_kib * 1024)
+    sizes["DRAM"] = max(256 << 20, dram_factor * m.caches[-1].size_kib * 1024)
     return sizes
 
 
@@ -130,10 +133,11 @@ def _pairs(m: Machine) -> dict[str, tuple[int, int]]:
 
 def simulate(m: Machine) -> dict[str, float]:
     """Every primitive this machine has, simulated: quantity -> value (ns or GB/s)."""
-    out = {f"chase.{k}": simulated_chase_ns(m, v) for k, v in chase_sizes(m).items()}
+    sizes = chase_sizes(m, dram_factor=2)
+    out = {f"chase.{k}": simulated_chase_ns(m, v) for k, v in sizes.items()}
     if len(m.sockets) > 1:
         far = m.sockets[0].cores  # first CPU of socket 1
-        out["dram.remote"] = simulated_chase_ns(m, chase_sizes(m)["DRAM"], cpu=far, node=m.cpu_node(0))
+        out["dram.remote"] = simulated_chase_ns(m, sizes["DRAM"], cpu=far, node=m.cpu_node(0))
     for kind, (a, b) in _pairs(m).items():
         out[f"c2c.{kind}"] = simulated_c2c_ns(m, a, b)
     return out
@@ -216,6 +220,12 @@ def validate_primitives(host_machine: str | None = None, log: Any = lambda s: No
     names = ["xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
              "icelake-6338-2s", "xeon-phi-7295"]
     rows = [r for n in names for r in preset_rows(n, get_machine(n))]
-    if host_machine is not None:
-        rows += host_rows(host_machine, get_machine(host_machine), log)
+    if host_machine is not None and host_machine not in names:
+        from mmsim.machine.host import config_path
+
+        if host_machine == "host" and not config_path().is_file():
+            log(f"host is not calibrated ({config_path()} missing): its primitives are estimates, host rows "
+                "skipped; run mmsim calibrate, or pass --machine FILE.yaml")
+        else:
+            rows += host_rows(host_machine, get_machine(host_machine), log)
     return rows
