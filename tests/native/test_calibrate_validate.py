@@ -110,13 +110,17 @@ def test_closest_kernel() -> None:
 def test_validation_set_is_the_issue_list() -> None:
     cs = val.cases()
     names = [c.name for c in cs]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == 11
     w = {(c.workload, c.params.get("nr_task"), c.thp) for c in cs}
     for n in ("1", "2"):
         assert ("vm-scalability/anon-w-seq", n, "never") in w
         assert ("vm-scalability/anon-w-seq", n, "always") in w
+    assert ("vm-scalability/anon-r-seq", "1", "never") in w
+    assert ("vm-scalability/anon-cow-seq", "2", "always") in w
     assert ("will-it-scale/page_fault1", "2", "never") in w
     assert any(c.workload == "lmbench/bw_unix" and c.params == {"pairs": "1"} for c in cs)
+    assert any(c.workload == "pmbench" and c.params["pattern"] == "uniform" and c.params["jobs"] == "1" for c in cs)
+    assert any(c.workload == "thp_memscale" and c.params["threads"] == "2" and c.thp == "always" for c in cs)
 
 
 ALL_CASES = val.cases
@@ -154,11 +158,13 @@ def test_validate_error_pct(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_validate_cli_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases(size, seconds))
-    code = main(["validate", "--machine", "tiny", "--size", "16m", "--seconds", "0.05", "--repeats", "1", "--json"])
+    code = main(["validate", "--suite", "native", "--machine", "tiny", "--size", "16m", "--seconds", "0.05",
+                 "--repeats", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert [sorted({"case", "native", "simulated", "error_pct"} & set(r)) for r in out] == \
         [["case", "error_pct", "native", "simulated"]] * 2
+    assert all(r["suite"] == "native" and r["ok"] == (abs(r["error_pct"]) <= 25.0) for r in out)
 
 
 def test_validate_bad_machine_fails_first(capsys: pytest.CaptureFixture[str]) -> None:

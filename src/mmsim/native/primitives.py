@@ -202,7 +202,7 @@ def host_rows(label: str, m: Machine, log: Any = lambda s: None) -> list[dict[st
             rows.append(row(label, q, sim[q], st.median, f"native pointer chase over {nbytes >> 10} KiB "
                             f"(median of {st.samples}, IQR {100 * st.spread:.0f}%)", "native"))
     for kind, (a, b) in _pairs(m).items():
-        ha, hb = host[a], host[b]
+        ha, hb = (host[a], host[b]) if max(a, b) < len(host) else (-1, -1)
         st = mb.line_handoff_ns(ha, hb) if ha >= 0 and hb >= 0 else None
         if st is not None and st.usable:
             rows.append(row(label, f"c2c.{kind}", sim[f"c2c.{kind}"], st.median,
@@ -220,7 +220,11 @@ def validate_primitives(host_machine: str | None = None, log: Any = lambda s: No
     names = ["xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
              "icelake-6338-2s", "xeon-phi-7295"]
     rows = [r for n in names for r in preset_rows(n, get_machine(n))]
-    if host_machine is not None and host_machine not in names:
+    from mmsim.machine.presets import PRESETS
+
+    if host_machine is not None and host_machine != "host" and host_machine in PRESETS:
+        log(f"{host_machine} is a preset, not this host: no native rows for it")
+    elif host_machine is not None:
         from mmsim.machine.host import config_path
 
         if host_machine == "host" and not config_path().is_file():

@@ -51,12 +51,16 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
         Case("anon-w-seq THP nr_task=2", usemem, {"nr_task": "2", "size": size}, "always", THROUGHPUT),
         Case("anon-r-seq 4K nr_task=1", "vm-scalability/anon-r-seq", {"nr_task": "1", "size": size}, "never",
              THROUGHPUT),
-        Case("anon-cow-seq 4K nr_task=2", "vm-scalability/anon-cow-seq", {"nr_task": "2", "size": size}, "never",
+        Case("anon-cow-seq THP nr_task=2", "vm-scalability/anon-cow-seq", {"nr_task": "2", "size": size}, "always",
              THROUGHPUT),
         Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
              "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"),
+        Case("pmbench uniform -j1 256m", "pmbench", {"jobs": "1", "setsize": "256", "mapsize": "256",
+             "pattern": "uniform", "duration": str(seconds)}, "never", "pmbench.throughput"),
+        Case("thp_memscale -c 2 THP", "thp_memscale", {"threads": "2", "bytes": "256m"}, "always",
+             "thp_memscale.elapsed_seconds"),
         Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
              "never", THROUGHPUT),
     ]
@@ -123,6 +127,8 @@ def _native(c: Case, repeats: int) -> Side:
             runs.append(run_native(spec))
     except Skip as e:
         return Side(note=f"skipped natively: {e}")
+    except UserError as e:
+        return Side(note=f"no native run: {e}")
     if c.thp == "always" and not all(d["vmstat"].get("thp_fault_alloc") for d in runs):
         note = "no THP fault natively (host THP off?)"
     values = [float(d["metrics"][c.metric]) for d in runs]
