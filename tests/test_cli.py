@@ -133,7 +133,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             raise UserError("workload", "bad", ["lockstress"])
         return types.SimpleNamespace(to_dict=lambda: dict(RUN_DICT))
 
-    def reproduce(ids: list[str] | None, seed: int) -> list[FakeOutcome]:
+    def reproduce(ids: list[str] | None, seed: int, store: Any = None, progress: Any = None) -> list[FakeOutcome]:
         seen["reproduce"] = (ids, seed)
         if ids and "nope" in ids:
             raise UserError("experiment", "nope", ["split-pmd-ptl"])

@@ -292,22 +292,31 @@ def reproduce_cmd(
         list[str] | None, typer.Argument(help="Experiment ids (default: all).", show_default=False)
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Run seed.")] = 0,
+    store: cli_workflow.StoreOpt = None,
+    no_store: cli_workflow.NoStoreOpt = False,
+    progress: cli_workflow.ProgressOpt = None,
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run both arms of the seed experiments: published vs simulated vs band.
+    """Run both arms of the seed experiments: published vs simulated vs band. Every arm's run is
+    kept in the results store unless --no-store.
 
     Exits 0 when the experiments ran, also when a result lands outside its
     band: that is reported in the verdict (and as "ok": false in JSON), not
     hidden behind an exit code.
     """
+    from mmsim.cli_progress import ProgressView
     from mmsim.experiments.reproduce import reproduce
     from mmsim.report.text import format_outcomes
 
-    with cli_workflow.guard_limits(max_events, max_memory, force):
-        results = reproduce(ids or None, seed=seed)
+    st = cli_workflow._store(store, no_store)
+    view = ProgressView("reproduce", progress)
+    with cli_workflow.guard_limits(max_events, max_memory, force), view:
+        if st is not None:
+            st.count()  # a bad --store fails before anything runs
+        results = reproduce(ids or None, seed, st, view.hook)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

@@ -27,7 +27,10 @@ def _eta(elapsed: float, done: int, total: int) -> str:
 class ProgressView(AbstractContextManager["ProgressView"]):
     """A context whose :attr:`hook` renders events; ``mode`` is ``rich``, ``lines`` or ``off``."""
 
-    def __init__(self, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, enabled: bool | None = None, hold_first_batch: bool = False) -> None:
+        """``hold_first_batch``: in line mode, keep the lines of the first batch of runs (up to the
+        second ``start`` event) until the next batch starts or the command ends well, so that an
+        error found from the first results (bisect's ``--metric``) is still the only line on stderr."""
         tty = sys.stderr.isatty()
         self.mode = "off" if enabled is False else ("rich" if (enabled or tty) else "lines")
         self.label = label
@@ -35,6 +38,8 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         self._bar: Any = None
         self._task: Any = None
         self._from_store = 0
+        self._held: list[str] | None = [] if hold_first_batch else None
+        self._starts = 0
 
     @property
     def hook(self) -> ProgressHook | None:
@@ -62,12 +67,31 @@ class ProgressView(AbstractContextManager["ProgressView"]):
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if self._bar is not None:
             self._bar.__exit__(et, e, tb)
+        if et is None:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._held:
+            sys.stderr.write("".join(self._held))
+            sys.stderr.flush()
+        self._held = None
+
+    def _write(self, line: str) -> None:
+        if self._held is not None:
+            self._held.append(line)
+            return
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
     def _on(self, ev: ProgressEvent) -> None:
         if self.mode == "rich":
             desc = f"{ev.experiment}: {ev.arm}" if ev.arm else ev.experiment
             self._bar.update(self._task, completed=ev.done, total=ev.total, description=desc)
             return
+        if ev.phase == "start":
+            self._starts += 1
+            if self._starts == 2:
+                self._flush()
         if ev.phase == "start" and not ev.arm:
             return
         if ev.phase == "start" and ev.arm.endswith("from the results store"):
@@ -80,5 +104,4 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         else:
             line = (f"[{ev.done}/{ev.total}] {ev.arm} done in {ev.wall_seconds:.2f} s"
                     + _eta(elapsed, ran, todo))
-        sys.stderr.write(f"mmsim: {ev.experiment}: {line}\n")
-        sys.stderr.flush()
+        self._write(f"mmsim: {ev.experiment}: {line}\n")
