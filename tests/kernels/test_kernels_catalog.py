@@ -223,7 +223,7 @@ def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [
-        ("base: [unclosed\n", "k.yaml", "line 2"),
+        ("base: [unclosed\n", "k.yaml", "expected ',' or ']', but got '<stream end>' at line 2, column 1"),
         ("- v3.12\n", "k.yaml", "list"),
         ("base: v3.12\nflavour: vanilla\n", "k.yaml: flavour", "unknown key"),
         ("base: v9.9\n", "k.yaml: base", "v9.9"),
@@ -246,8 +246,8 @@ def test_missing_kernel_yaml(tmp_path: Path) -> None:
     p = tmp_path / "nope.yaml"
     with pytest.raises(UserError) as e:
         resolve(str(p))
-    assert (e.value.field, e.value.value) == ("kernel", str(p))
-    assert "readable kernel YAML file" in e.value.allowed
+    assert (e.value.field, e.value.value) == ("nope.yaml", str(p))
+    assert e.value.allowed == "a kernel YAML file that exists and is readable (No such file or directory)"
 
 
 def test_kernel_yaml_on_off_values(tmp_path: Path) -> None:

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mmsim.errors import UserError
 from mmsim.experiments import stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many, with_seeds
@@ -53,16 +51,13 @@ class Series:
 
 
 def load_series(path: str | Path) -> Series:
+    from mmsim import inputs
+
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError("--series", str(path), f"a readable series YAML file ({e.strerror})") from None
-    except (yaml.YAMLError, UnicodeDecodeError):
-        raise UserError("--series", str(path), "a YAML mapping with base and patches") from None
+    data: Any = inputs.load_yaml(p, f"--series {p.name}", "a series YAML file", "a YAML mapping with base and patches")
     if not isinstance(data, dict) or set(data) - {"base", "patches", "description"}:
         extra = sorted(map(str, set(data) - {"base", "patches", "description"})) if isinstance(data, dict) else []
-        raise UserError(f"{p.name}", f"unknown key {extra[0]!r}" if extra else type(data).__name__,
+        raise UserError(f"{p.name}", f"unknown key {inputs.quote_key(extra[0])!r}" if extra else type(data).__name__,
                         "a YAML mapping with keys base, patches (and description)")
     patches = data.get("patches")
     if not isinstance(patches, list) or not patches:

@@ -120,16 +120,28 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": w.name,
         "machine": m.name,
+        # the resolved machine's full content, not its name: `-m host` is whatever host.yaml says now
+        # (mmsim calibrate rewrites it); a YAML file counts by what it defines, not by its bytes
+        "machine_content": machine_content(m),
         "kernel": k.name,
+        "patches": list(k.patches),
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }
-    for key, name in (("machine_file", spec.machine), ("kernel_file", spec.kernel)):
-        if Path(name).is_file():
-            out[key] = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+    if Path(spec.kernel).is_file():
+        out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
     return out
+
+
+def machine_content(m: Any) -> str:
+    """SHA-256 (16 hex digits) of every field of a resolved Machine (topology, caches, nodes, cost model)."""
+    import dataclasses
+    import json
+
+    blob = json.dumps(dataclasses.asdict(m), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _work(spec: RunSpec) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mmsim.errors import UserError
 
 INT_MAX = 2**31 - 1  # C int: pcp->batch, proc_dointvec_minmax sysctls
@@ -375,21 +373,15 @@ class ResolvedKernel:
 
 def load_kernel_yaml(path: str | Path) -> Kernel:
     """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``."""
+    from mmsim import inputs
+
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p.name}", "not UTF-8 text", "a YAML mapping with name, base, patches, policies") from None
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
-        raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
+    data: Any = inputs.load_yaml(p, p.name, "a kernel YAML file", "a YAML mapping with name, base, patches, policies")
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
     extra = set(data) - {"name", "base", "patches", "policies", "description"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key",
+        raise UserError(f"{p.name}: {inputs.quote_key(sorted(map(str, extra))[0])}", "unknown key",
                         "name, base, patches, policies, description")
     base = str(data.get("base", ""))
     if base not in KERNELS:
@@ -461,7 +453,9 @@ def load_patch_yaml(path: str | Path) -> Patch:
     data = _read_yaml(p, f"a YAML mapping with {keys}")
     extra = set(data) - {"commit", "subject", "changes", "version"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key", keys)
+        from mmsim.inputs import quote_key
+
+        raise UserError(f"{p.name}: {quote_key(sorted(map(str, extra))[0])}", "unknown key", keys)
     changes = data.get("changes") or {}
     if not isinstance(changes, dict) or not changes:
         raise UserError(f"{p.name}: changes", changes, "a non-empty mapping policy: value")
@@ -481,15 +475,9 @@ def _yaml_str(v: Any) -> str:
 
 
 def _read_yaml(p: Path, what: str) -> dict[Any, Any]:
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError(p.name, str(p), f"a readable YAML file ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise UserError(p.name, "not UTF-8 text", what) from None
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
-        raise UserError(p.name, f"line {line}", what) from None
+    from mmsim import inputs
+
+    data: Any = inputs.load_yaml(p, p.name, "a patch YAML file", what)
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, what)
     return data

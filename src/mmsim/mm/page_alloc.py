@@ -312,7 +312,7 @@ class PageAllocator:
             if len(po) >= z.owner_cap:
                 del po[next(iter(po))]
         po[pfn] = cpu
-        return self._xfer(own, cpu) if own != cpu else 0.0
+        return self._xfer(own, cpu, modified=True) if own != cpu else 0.0
 
     def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
         """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
@@ -324,7 +324,7 @@ class PageAllocator:
         own = z.area_owner[order]
         if own != cpu:
             z.area_owner[order] = cpu
-            self._cs += 2 * self._xfer(own, cpu)
+            self._cs += 2 * self._xfer(own, cpu, modified=True)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
