@@ -17,6 +17,8 @@ from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mmsim.progress import ProgressHook
     from mmsim.results.store import Store
 
@@ -69,6 +71,11 @@ class RunResult:
             "command": self.command,
         }
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row: workload, machine, kernel, seed, each parameter (``param.NAME``), each policy
+        (``policy.NAME``) and every flat metric (benchmark, perf-stat, proc-vmstat, lock_stat...)."""
+        return frame([self.to_dict()])
+
     def lock_wait_share(self, name: str) -> float:
         """Share of all CPU time spent waiting for lock class ``name``."""
         total = self.perf["task-clock"] * 1e6
@@ -96,6 +103,23 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     system.engine.run()
     wall = time.perf_counter() - t0
     return _result(spec, system, w, params, wall)
+
+
+def frame(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Runs (``RunResult.to_dict()``) as a DataFrame: a row per run, parameters and policies as
+    ``param.*`` / ``policy.*`` columns (typed values, not JSON text), then the flat metrics."""
+    import pandas as pd
+
+    from mmsim.results.store import flat_metrics
+
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {k: r.get(k) for k in ("workload", "machine", "kernel", "seed")}
+        row.update({f"param.{k}": v for k, v in (r.get("params") or {}).items()})
+        row.update({f"policy.{k}": v for k, v in (r.get("policies") or {}).items()})
+        row.update(flat_metrics(r))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def record(store: Store | None, pairs: list[tuple[RunSpec, dict[str, Any]]],
