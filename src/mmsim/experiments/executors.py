@@ -69,14 +69,10 @@ Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last resu
 
 
 def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
-    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
-    path is taken whole."""
-    from mmsim.kernels.catalog import KERNELS
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches): :func:`mmsim.kernels.catalog.split_kernel`."""
+    from mmsim.kernels.catalog import split_kernel
 
-    if text in KERNELS or Path(text).is_file() or text.endswith((".yaml", ".yml")):
-        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
-    base, *patches = text.split("+")
-    return base, tuple(p for p in patches if p)
+    return split_kernel(text)
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
@@ -108,7 +104,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     """
     import mmsim
     import mmsim.machine as _machine
-    from mmsim.kernels.catalog import resolve
+    from mmsim.kernels.catalog import resolve_kernel as resolve
     from mmsim.mm.system import System
     from mmsim.workloads.base import get_workload, resolve_params
 
