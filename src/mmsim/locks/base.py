@@ -30,8 +30,8 @@ After a storm the line is Shared among the readers; the next write pays the
 expected transfer from a random reader (the F-state holder) to the writer.
 
 All transfer costs come from :func:`_transfer_ns`, the one place that asks the
-machine; HIT (clean) and HITM (modified) are both ``Machine.xfer_ns`` until
-the cost model carries them separately (issue 15).
+machine: HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
+for clean forwards, by distance.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last read
 
 def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
     """ns to bring a line held by ``src`` to ``dst``: a HITM (``modified``, the
-    line is dirty in ``src``'s cache) or a HIT (clean forward). The single place
-    lock code reads transfer costs; both are ``Machine.xfer_ns`` for now."""
-    del modified  # HIT == HITM until the cost model has both (issue 15)
-    return machine.xfer_ns(src, dst)
+    line is dirty in ``src``'s cache) or a HIT (clean forward), from the cost
+    model's line-transfer figures by distance (``Machine.xfer_ns``). The single
+    place lock code reads transfer costs."""
+    return machine.xfer_ns(src, dst, modified=modified)
 
 
 class LineCosts:
