@@ -265,7 +265,14 @@ class Kernel:
 PATCHES: dict[str, Patch] = {
     p.commit: p
     for p in (
-        Patch("e009bb30c8df", "mm: implement split page table lock for PMD level",
+        # The generic split PMD lock; USE_SPLIT_PMD_PTLOCKS also needs the architecture's
+        # ARCH_ENABLE_SPLIT_PMD_PTLOCK, which x86 got from the series' last patch (below).
+        Patch("e009bb30c8df", "mm: implement split page table lock for PMD level", {}, "v3.13"),
+        # "[PATCHv5 11/11] x86, mm: enable split page table lock for PMD level" (linux-mm,
+        # Message-Id 1381154053-4848-12-git-send-email-kirill.shutemov@linux.intel.com), merged
+        # for v3.13 with the series; its upstream commit id was not found in the stored corpus,
+        # so it is catalogued under this name.
+        Patch("x86-split-pmd-ptlock", "x86, mm: enable split page table lock for PMD level",
               {"pmd_ptl": "split"}, "v3.13"),
         Patch("e1f56c89b040", "mm: convert mm->nr_ptes to atomic_long_t", {"nr_ptes_atomic": "on"}, "v3.13"),
         Patch("8382d914ebf7", "mm, hugetlb: improve page-fault scalability",
