@@ -36,6 +36,7 @@ V312 = {
     "rwsem_writer_spin_on_readers": "off",
     "rwsem_reader_spin": "off",
     "rwsem_reader_steal": "off",
+    "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
     "mutex_osq": "off",
     "mutex_handoff": "off",
@@ -95,14 +96,15 @@ def test_lock_behaviours_by_version() -> None:
     def lk(v: str) -> tuple[str, ...]:
         p = resolve(v).policies
         return tuple(p[n] for n in ("rwsem_spin_on_owner", "rwsem_writer_spin_on_readers", "rwsem_reader_spin",
-                                    "rwsem_reader_steal", "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
+                                    "rwsem_reader_steal", "rwsem_reader_spin_adaptive",
+                                    "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
                                     "mutex_handoff", "mmap_lock_name"))
-    assert lk("v3.12") == ("off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
-    assert lk("v4.13") == ("on", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
-    assert lk("v5.4") == ("on", "on", "on", "off", "on", "all", "on", "on", "mmap_sem")
+    assert lk("v3.12") == ("off", "off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
+    assert lk("v4.13") == ("on", "off", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
+    assert lk("v5.4") == ("on", "on", "on", "off", "on", "on", "all", "on", "on", "mmap_sem")
     assert lk("v5.7") == lk("v5.4")  # the hugetlb-rwsem arms (c0d0381ade79, v5.7) run v5.3's rwsem
     assert lk("c0d0381ade79") == lk("v5.4")
-    assert lk("v6.6") == ("on", "on", "off", "on", "on", "all", "on", "on", "mmap_lock")
+    assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
                             "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 

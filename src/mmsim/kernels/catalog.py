@@ -119,6 +119,11 @@ POLICIES: dict[str, Policy] = {
                "rwsem readers spin on a running writer owner and steal a reader-owned sem while writers "
                "wait (cf69482d62d9, v5.3; removed by 617f3ef95177, v5.11)",
                "kernel/locking/rwsem.c rwsem_down_read_slowpath(), rwsem_try_read_lock_unqueued()"),
+        Policy("rwsem_reader_spin_adaptive", ("off", "on"),
+               "RWSEM_RD_NONSPINNABLE: after a writer's spin on readers timed out, readers neither spin nor "
+               "steal until a writer takes the sem by the fast path or by spinning (5cfd92e12e13, v5.3; "
+               "removed with reader spinning by 617f3ef95177, v5.11)",
+               "kernel/locking/rwsem.c rwsem_disable_reader_optspin(), rwsem_down_read_slowpath()"),
         Policy("rwsem_reader_steal", ("off", "on"),
                "a reader in the rwsem slowpath takes a sem no writer holds and no hand-off protects, "
                "without spinning (1a728dff855a, v5.11)",
@@ -318,8 +323,10 @@ PATCHES: dict[str, Patch] = {
               {"rwsem_reader_spin": "on"}, "v5.3"),
         Patch("7d43f1ce9dd0", "locking/rwsem: Enable time-based spinning on reader-owned rwsem",
               {"rwsem_writer_spin_on_readers": "on"}, "v5.3"),
+        Patch("5cfd92e12e13", "locking/rwsem: Adaptive disabling of reader optimistic spinning",
+              {"rwsem_reader_spin_adaptive": "on"}, "v5.3"),
         Patch("617f3ef95177", "locking/rwsem: Remove reader optimistic spinning",
-              {"rwsem_reader_spin": "off"}, "v5.11"),
+              {"rwsem_reader_spin": "off", "rwsem_reader_spin_adaptive": "off"}, "v5.11"),
         Patch("1a728dff855a", "locking/rwsem: Enable reader optimistic lock stealing",
               {"rwsem_reader_steal": "on"}, "v5.11"),
         Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
@@ -347,6 +354,7 @@ _V312 = {
     "rwsem_writer_spin_on_readers": "off",
     "rwsem_reader_spin": "off",
     "rwsem_reader_steal": "off",
+    "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
     "mutex_osq": "off",
     "mmap_lock_name": "mmap_sem",
