@@ -8,9 +8,8 @@ calls one library function (:mod:`mmsim.experiments.compare`, ``sweep``,
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -39,9 +38,9 @@ StoreOpt = Annotated[
 ]
 NoStoreOpt = Annotated[bool, typer.Option("--no-store", help="Do not read or write the results store.")]
 FreshOpt = Annotated[bool, typer.Option("--fresh", help="Re-run even the runs found in the store (and replace them).")]
-ProgressOpt = Annotated[
-    bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when a terminal).")
-]
+ProgressOpt = Annotated[bool | None, typer.Option(
+    "--progress/--no-progress",
+    help="Progress on stderr: a bar with ETA (default on a terminal; else one line per run).")]
 MaxEventsOpt = Annotated[str | None, typer.Option(
     "--max-events", help="Refuse a run estimated above N simulated events (default 2e8 or $MMSIM_MAX_EVENTS).")]
 MaxMemoryOpt = Annotated[str | None, typer.Option(
@@ -53,6 +52,9 @@ def guard_limits(max_events: str | None, max_memory: str | None, force: bool) ->
     """The resource guard's limits from the command's options, for the length of the command."""
     from mmsim.experiments import guard
 
+    for option, v in (("--max-events", max_events), ("--max-memory", max_memory)):
+        if v is not None and not (v.isascii() and v.isprintable() and len(v) <= 40):  # int() takes any digits
+            raise UserError(option, v, "ASCII, e.g. 2e8 (--max-events) or 8g (--max-memory)")
     return guard.override(max_events, max_memory, force)
 
 
@@ -62,30 +64,15 @@ def _store(path: str | None, no_store: bool) -> Store | None:
     return None if no_store else Store(path)
 
 
-def _progress(enabled: bool | None, label: str) -> tuple[AbstractContextManager[Any], Progress | None]:
-    """A rich progress bar (description, bar, done/total, elapsed, ETA) on stderr, and its update callback."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return nullcontext(), None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def _progress(enabled: bool | None, label: str, hold_first_batch: bool = False,
+              ) -> tuple[AbstractContextManager[Any], Progress | None]:
+    """Progress on stderr (:class:`mmsim.cli_progress.ProgressView`: a rich bar with ETA on a
+    terminal, one line per run otherwise, nothing with --no-progress) and the executors' callback."""
+    from mmsim.cli_progress import ProgressView
+    from mmsim.progress import from_counts
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-    task = bar.add_task(label, total=None)
-
-    def update(done: int, total: int, last: dict[str, Any]) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return bar, update
+    view = ProgressView(label, enabled, hold_first_batch)
+    return view, from_counts(view.hook, label)
 
 
 def _emit(doc: Any) -> None:
@@ -245,7 +232,7 @@ def bisect_cmd(
         ser = series_from_kernels(good, bad)
     else:
         raise UserError("--good/--bad", f"{good}/{bad}", "both --good and --bad, or --series FILE")
-    bar, cb = _progress(progress, f"bisect {workload}")
+    bar, cb = _progress(progress, f"bisect {workload}", hold_first_batch=True)  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
                    max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
@@ -272,6 +259,8 @@ def results_list_cmd(
     from mmsim.report.tables import Table, fmt_num
     from mmsim.results.store import Store
 
+    if limit < 1:
+        raise UserError("--limit", limit, "an integer >= 1")
     st = Store(store)
     filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
     if metric:
@@ -358,13 +347,15 @@ def plot_cmd(
     x: Annotated[str | None, typer.Option("--x", help="scaling: the swept parameter on the x axis.")] = None,
 ) -> None:
     """Draw a plot from a saved compare or sweep (--json) to PNG or SVG."""
-    from mmsim.report import plots, schema
+    from mmsim.report import schema
 
     if kind not in PLOTS:
         raise UserError("KIND", kind, PLOTS)
-    plots.check_output(output)
-    data = _load_json(input_)
+    data = _load_json(input_)  # before matplotlib is imported: a bad input fails fast
     got = schema.check(data, f"plot {kind}", PLOT_TAKES[kind])
+    from mmsim.report import plots
+
+    plots.check_output(output)
     with _rendering(got):
         if kind == "scaling":
             fig = plots.scaling(data, metric, x)

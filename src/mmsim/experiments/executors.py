@@ -56,7 +56,6 @@ EXECUTORS = ("serial", "process", "dask")
 # a hard kill loses at most the runs finished in the last interval.
 FLUSH_SECONDS = 2.0
 FLUSH_ENV = "MMSIM_FLUSH_SECONDS"  # overrides FLUSH_SECONDS: a shorter loss window for more transactions
-SCHEDULER_SCHEMES = ("tcp://", "tls://", "inproc://", "ws://", "wss://")
 SCHEDULER_TIMEOUT = "10s"  # connecting to --scheduler: then a UserError naming the address
 # How often a process-pool worker checks that the sweep process that started it is alive: an orphan
 # exits within this time instead of computing (and holding memory) for nobody.
@@ -70,14 +69,10 @@ Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last resu
 
 
 def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
-    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
-    path is taken whole."""
-    from mmsim.kernels.catalog import KERNELS
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches): :func:`mmsim.kernels.catalog.split_kernel`."""
+    from mmsim.kernels.catalog import split_kernel
 
-    if text in KERNELS or Path(text).is_file() or text.endswith((".yaml", ".yml")):
-        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
-    base, *patches = text.split("+")
-    return base, tuple(p for p in patches if p)
+    return split_kernel(text)
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
@@ -109,7 +104,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     """
     import mmsim
     import mmsim.machine as _machine
-    from mmsim.kernels.catalog import resolve
+    from mmsim.kernels.catalog import resolve_kernel as resolve
     from mmsim.mm.system import System
     from mmsim.workloads.base import get_workload, resolve_params
 
@@ -193,8 +188,10 @@ def check_executor(executor: str, workers: int | None, scheduler: str | None) ->
         raise UserError("--workers", workers, "an integer >= 1")
     if scheduler and executor != "dask":
         raise UserError("--scheduler", scheduler, "only with --executor dask")
-    if scheduler and not scheduler.startswith(SCHEDULER_SCHEMES):
-        raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
+    if scheduler:
+        from mmsim.inputs import check_scheduler
+
+        check_scheduler(scheduler)
 
 
 def _ncpus() -> int:
@@ -256,8 +253,6 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
-        if not scheduler.startswith(SCHEDULER_SCHEMES):
-            raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as e:
