@@ -112,11 +112,12 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(("argv", "needles"), [
     # 5.6 M events and 73 s before: the 4 GiB buffers cannot exist on tiny's 2 GiB
     (["run", "lmbench/bw_unix", "-p", "msg=4g"], ["simulated memory", "8.0 GiB", "at most 2.0 GiB"]),
-    (["run", "lmbench/bw_unix", "-p", f"msg={2**63}"], ["simulated memory"]),
+    (["run", "lmbench/bw_unix", "-p", f"msg={2**63 - 1}"], ["simulated memory"]),  # 2^63: refused by -p parsing
     (["run", "lmbench/bw_unix", "-m", "xeon-e5-2699v3-2s", "-p", "msg=4g", "-p", "bytes=400g"],
      ["estimated events", "skbs x 12 events"]),
-    # 3.8 GB in 60 s before: 2.5e15 simulated seconds of 18 s accesses
-    (["run", "pmbench", "-p", f"delay={2**64}", "-p", "duration=0.01"], ["estimated simulated time", "2.49e+15 s"]),
+    # 2^64 (3.8 GB in 60 s before) is now refused by -p parsing; 2^63 - 1 cycles: 1.25e15 simulated s of 9.2e9 s
+    # accesses (131,072 in the warm-up, 4,096 in the batch that crosses the end)
+    (["run", "pmbench", "-p", f"delay={2**63 - 1}", "-p", "duration=0.01"], ["estimated simulated time", "1.25e+15 s"]),
     # 4.5e4 events estimated and > 150 s before: ~2,660 s of page sampling
     (["run", "pmbench", "-p", "mapsize=1024", "-p", "setsize=1024", "-p", "jobs=8", "-p", "duration=10",
       "-p", "sampling=page"], ["estimated wall time", "20,279 chunks x 262,144 pages"]),
@@ -155,5 +156,6 @@ def test_wall_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setenv(guard.ENV_WALL, "1")
     assert "estimated wall time: invalid value '4.83 s'" in _refused(big, capsys)
     assert main(["run", "lockstress", "-p", "tasks=2", "-p", "iterations=100"]) == 0  # 0.03 s
+    capsys.readouterr()
     monkeypatch.setenv(guard.ENV_WALL, "0.5")
     assert "$MMSIM_MAX_WALL" in _refused(big, capsys)
