@@ -108,8 +108,9 @@ BW_UNIX_BUFFERS = 2
 # Interpreter + numpy + mmsim, and per simulated CPU (counters, scheduler, PCP lists, LLC state; the
 # tasks on it): from the reproduce runs' ru_maxrss on this host, 36 MiB for lmbench/bw_unix on the
 # 128-CPU icelake-6338-2s and 110 MiB for thp_memscale on the 1024-CPU sgi-uv2000-512: (110 - 36) MiB
-# over (1024 - 128) CPUs = 85 KiB per CPU; on tiny (8 CPUs) every small run peaks at 35-36 MiB (measured by
-# tests/hardening/test_guard_scaling.py's child processes, main at 2026-12-01), so 34 MiB for the base.
+# over (1024 - 128) CPUs = 85 KiB per CPU. The interpreter with mmsim and numpy imported is 34 MiB here; small runs
+# on tiny (8 CPUs) peaked at 35-36 MiB, and at 48-50 MiB after main's changes of 2026-12-01 11:30 (measured by
+# tests/hardening/test_guard_scaling.py's child processes): 34 MiB for the base, estimate/RSS 0.72-1.09.
 BASE_RSS = 34 << 20
 PER_CPU_BYTES = 85 << 10
 # One PTE table's present bitmap: numpy bool[512] (512 B data + ~112 B array header) and its dict slot.
