@@ -22,7 +22,8 @@ def _progress(msg: str) -> None:
 
 
 def native_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")],
+    workload: Annotated[
+        str | None, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")] = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
     ] = None,
@@ -32,14 +33,29 @@ def native_cmd(
     warm: Annotated[
         bool, typer.Option("--warm", help="Touch and free the run's memory just before it (VM free page reporting).")
     ] = False,
+    restore: Annotated[bool, typer.Option(
+        "--restore", help="Only undo what a killed native run left (sysctls, workers, temp dirs), and say what.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a workload for real on this host's kernel: metrics, vmstat deltas, getrusage, perf stat."""
     from mmsim.cli import _emit, _emit_json, parse_assignments
+    from mmsim.errors import UserError
     from mmsim.native.report import format_native
-    from mmsim.native.runner import NativeSpec, run_native
+    from mmsim.native.runner import NativeSpec, recover, run_native
     from mmsim.native.safety import Skip
 
+    if restore:
+        if workload is not None:
+            raise UserError("--restore", workload, "no workload with --restore (it only recovers)")
+        lines = recover(log=lambda line: None)
+        if json_out:
+            _emit_json({"restored": lines})
+        else:
+            _emit([*lines] if lines else ["nothing to restore: no killed native run left changes behind"])
+        return
+    if workload is None:
+        raise UserError("WORKLOAD", "", "a workload name (mmsim workloads), or --restore")
     spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm)
     try:
         d: dict[str, Any] = run_native(spec)
@@ -101,6 +117,8 @@ def validate_cmd(
         parse_size(size)
     except ValueError:
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
+    if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
+        raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
     suites = {"primitives", "native", "all"}
     if suite not in suites:
         raise UserError("--suite", suite, ", ".join(sorted(suites)))

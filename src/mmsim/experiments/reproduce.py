@@ -14,10 +14,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
-from mmsim.experiments.run import RunResult, RunSpec, run
+from mmsim.experiments.run import RunResult, RunSpec, record, run
+
+if TYPE_CHECKING:
+    from mmsim.progress import ProgressHook
+    from mmsim.results.store import Store
 
 
 @dataclass
@@ -146,17 +150,33 @@ def _load() -> None:
         importlib.import_module(f"mmsim.experiments.{m}")
 
 
-def reproduce(ids: list[str] | None = None, seed: int = 0) -> list[Outcome]:
-    """Run both arms of each named experiment (all when ``ids`` is empty)."""
+def reproduce(ids: list[str] | None = None, seed: int = 0, store: Store | None = None,
+              progress: ProgressHook | None = None) -> list[Outcome]:
+    """Run both arms of each named experiment (all when ``ids`` is empty); each arm's run is put
+    into ``store`` when given, and ``progress`` hears each arm's start and end."""
+    from mmsim.progress import ProgressEvent
+
     _load()
     names = list(ids) if ids else list(EXPERIMENTS)
     for n in names:
         if n not in EXPERIMENTS:
             raise UserError("experiment", n, sorted(EXPERIMENTS))
+    total = sum(len(EXPERIMENTS[n].arms) for n in names)
+    done = 0
     out = []
     for n in names:
         e = EXPERIMENTS[n]
-        res = {arm: run(RunSpec(**{**spec.__dict__, "seed": seed})) for arm, spec in e.arms.items()}
+        res = {}
+        for arm, spec in e.arms.items():
+            s = RunSpec(**{**spec.__dict__, "seed": seed})
+            if progress:
+                progress(ProgressEvent(f"reproduce {n}", arm, "start", done, total))
+            res[arm] = run(s)
+            record(store, [(s, res[arm].to_dict())])
+            done += 1
+            if progress:
+                progress(ProgressEvent(f"reproduce {n}", arm, "end", done, total,
+                                       float(res[arm].sim["wall_seconds"])))
         checks, notes = e.evaluate(res)
         out.append(Outcome(e.id, e.title, checks, res, notes))
     return out
