@@ -69,7 +69,7 @@ def scaled(m: Machine, what: str, factor: float) -> Machine:
 
 
 def banded(outcome: Any) -> dict[str, tuple[float, bool]]:
-    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band"}
+    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band" and c.band is not None}
 
 
 def sweep(exp_id: str, factors: tuple[float, ...]) -> list[dict[str, Any]]:
