@@ -103,8 +103,9 @@ def machine_show(
 
     m = get_machine(name)
     if json_out:
-        # derived totals first (not part of the YAML schema), then the machine as saved
-        _emit_json({"cpus": m.ncpus, "cores": m.ncores, **machine_to_dict(m)})
+        # exactly the machine file's schema, so that the output is a machine file again
+        # (`mmsim machine show X --json > m.json && mmsim machine show m.json`); CPUs = sockets x cores x threads
+        _emit_json(machine_to_dict(m))
     else:
         _emit(format_machine(m))
 
