@@ -113,7 +113,8 @@ def register(app: typer.Typer) -> None:
 
 def compare_cmd(
     workload: Annotated[str, typer.Argument(help="Workload name.")],
-    kernel: Annotated[list[str], typer.Option("--kernel", "-k", help="Kernel A, then B; BASE+PATCH+... allowed.")],
+    kernel: Annotated[list[str], typer.Option(
+        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).")],
     machine: MachineOpt = "tiny",
     param: ParamOpt = None,
     set_: SetOpt = None,
@@ -132,7 +133,11 @@ def compare_cmd(
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """A/B compare over repeated runs: LKP's %stddev/%change table, significance and the robot's verdict."""
+    """Compare kernels over repeated runs, LKP-style: the base, then a %change / %stddev column per
+    other kernel; significance and the robot's verdict for each against the base.
+
+    Example: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3
+    """
     from mmsim.experiments.compare import compare
     from mmsim.report.lkp import compare_doc
 
