@@ -46,6 +46,8 @@ MaxEventsOpt = Annotated[str | None, typer.Option(
 MaxMemoryOpt = Annotated[str | None, typer.Option(
     "--max-memory", help="Refuse a run estimated above SIZE of host memory (default 8g or $MMSIM_MAX_MEMORY).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Run even beyond --max-events / --max-memory.")]
+NoiseOpt = Annotated[bool, typer.Option(
+    "--noise", help="Run-to-run variation from modelled sources (task start skew), seeded per run.")]
 
 
 def guard_limits(max_events: str | None, max_memory: str | None, force: bool) -> AbstractContextManager[Any]:
@@ -127,6 +129,7 @@ def compare_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -145,7 +148,7 @@ def compare_cmd(
     bar, cb = _progress(progress, f"compare {workload}")
     with guard_limits(max_events, max_memory, force), bar:
         c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
-                    _store(store, no_store), fresh, cb)
+                    _store(store, no_store), fresh, cb, noise)
     d = c.to_dict()
     if json_out:
         _emit_json(d)

@@ -44,3 +44,32 @@ def test_one_kernel_is_refused(capsys: Cap) -> None:
     assert main(["compare", "lockstress", "-k", "v3.12", *SMALL]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "two or more kernels" in err
+
+
+def test_noise_gives_repeats_a_spread_from_start_skew(capsys: Cap) -> None:
+    from mmsim.experiments.run import RunSpec, run
+
+    spec = RunSpec("lockstress", params={"tasks": "4", "iterations": "200"})
+    plain = [run(RunSpec(**{**spec.__dict__, "seed": s})).metrics for s in (0, 1)]
+    assert plain[0] == plain[1]  # without noise, seeds do not matter to lockstress
+    noisy = [run(RunSpec(**{**spec.__dict__, "seed": s, "noise": True})) for s in (0, 1, 0)]
+    assert noisy[0].metrics != noisy[1].metrics  # each seed its own start skew...
+    assert noisy[0].to_dict() | {"sim": {}} == noisy[2].to_dict() | {"sim": {}}  # ...and the same one again
+    assert noisy[0].to_dict()["noise"] == "start-skew" and "noise" not in run(spec).to_dict()
+
+
+def test_noise_is_part_of_the_store_key() -> None:
+    from mmsim.experiments.executors import canonical
+    from mmsim.experiments.run import RunSpec
+    from mmsim.results.store import spec_hash
+
+    a, b = RunSpec("lockstress"), RunSpec("lockstress", noise=True)
+    assert spec_hash(canonical(a)) != spec_hash(canonical(b)) and "noise" not in canonical(a)
+
+
+def test_compare_three_kernels_with_noise_has_a_spread(capsys: Cap) -> None:
+    code = main(["compare", "lockstress", "-k", "v3.12", "-k", "v3.13", "-k", "v4.14", "--machine", "tiny", "-r", "3",
+                 "--noise", "--executor", "serial", "--no-store", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    m = next(m for m in d["metrics"] if m["metric"] == "lockstress.acquisitions_per_second")
+    assert code == 0 and m["a"]["pct_stddev"] > 0 and all(c["b"]["pct_stddev"] > 0 for c in m["columns"])

@@ -236,6 +236,7 @@ def compare(
     store: Store | None = None,
     fresh: bool = False,
     progress: Progress | None = None,
+    noise: bool = False,
 ) -> Comparison:
     if len(kernels) < 2:
         raise UserError("--kernel", " ".join(kernels) or "(none)",
@@ -246,7 +247,7 @@ def compare(
     arm_specs = []
     for k in kernels:
         base, patches = parse_kernel(k)
-        spec = RunSpec(workload, machine, base, patches, dict(policies or {}), dict(params or {}), seed)
+        spec = RunSpec(workload, machine, base, patches, dict(policies or {}), dict(params or {}), seed, noise)
         arm_specs.append(spec)
         specs += with_seeds(spec, runs, seed)
     canon = [canonical(s) for s in arm_specs]

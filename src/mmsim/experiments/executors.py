@@ -46,7 +46,7 @@ from typing import Any
 
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
-from mmsim.experiments.run import RunSpec, run
+from mmsim.experiments.run import NOISE_SOURCES, RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash
 
 EXECUTORS = ("serial", "process", "dask")
@@ -127,6 +127,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "patches": list(k.patches),
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
+        **({"noise": NOISE_SOURCES} if getattr(spec, "noise", False) else {}),  # noise-free keys unchanged
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }
