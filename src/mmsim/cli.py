@@ -11,6 +11,8 @@ code 2, never a traceback. Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -334,12 +336,70 @@ def reproduce_cmd(
 
 
 def _fail(message: str, code: int = 2) -> int:
-    sys.stderr.write("mmsim: error: " + " ".join(message.split()) + "\n")
+    try:
+        sys.stderr.write("mmsim: error: " + " ".join(message.split()) + "\n")
+        sys.stderr.flush()
+    except OSError:  # stderr closed or full (2>/dev/full): the exit code still tells
+        _to_devnull(sys.stderr)
     return code
 
 
+class _ClosedStream(io.TextIOBase):
+    """Stands in for a standard stream whose descriptor was closed at start (``mmsim machines >&-``):
+    Python then sets ``sys.stdout`` to None. Writing fails like write(2) on a closed descriptor."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def isatty(self) -> bool:
+        return False
+
+
+# write(2) errors of stdout/stderr themselves: closed (EBADF), full (ENOSPC, EDQUOT), device error (EIO)
+_STREAM_ERRNOS = (errno.EBADF, errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point a failed standard stream's descriptor at /dev/null so that the interpreter's final flush of
+    what is still buffered does not fail again (and print "Exception ignored")."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    if fd in (1, 2):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
+    """Console-script entry point; returns the exit code.
+
+    A closed or full stdout ends the command with one line on stderr and exit code 1, as ``cat`` does;
+    with stderr closed or full, bad input still exits 2 (the message is lost).
+    """
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # for the life of the process
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+    try:
+        rv = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `mmsim ... | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain, and exit as SIGPIPE would.
+        _to_devnull(sys.stdout)
+        return 141
+    except OSError as e:
+        if e.errno not in _STREAM_ERRNOS or e.filename is not None:
+            raise
+        _to_devnull(sys.stdout)
+        return _fail(f"write error: {e.strerror}", 1)
+    return rv
+
+
+def _main(argv: Sequence[str] | None) -> int:
     command = typer.main.get_command(app)
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
@@ -351,12 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except typer.TyperException as e:
         # typer >= 0.29 vendors click: every usage error (bad option, missing
         # argument, bad value) derives from the public TyperException.
-        return _fail(e.format_message())
+        return _fail(e.format_message() or "COMMAND: missing; allowed: one of the commands listed above")
     except typer.Abort:
         return _fail("aborted", 130)
-    except BrokenPipeError:
-        # `mmsim ... | head`: the reader left. Point stdout at /dev/null so the
-        # interpreter's final flush does not complain, and exit as SIGPIPE would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     return rv if isinstance(rv, int) else 0

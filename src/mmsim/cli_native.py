@@ -84,6 +84,8 @@ def calibrate_cmd(
     from mmsim.native.report import format_calibrate
 
     r = calibrate(out, log=_progress)
+    for n in r.get("notes") or ():  # every kept estimate and noisy measurement, also with --json
+        _progress(f"note: {n}")
     if json_out:
         _emit_json(r)
     else:
@@ -97,9 +99,14 @@ def validate_cmd(
     size: Annotated[str, typer.Option("--size", help="Total bytes of the vm-scalability cases.")] = "1g",
     seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="page_fault1: minimum native seconds.")] = 1.0,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
+    suite: Annotated[
+        str, typer.Option("--suite", help="primitives (level 0: machine primitives), native (workloads on "
+                          "this host's kernel), or all.")
+    ] = "all",
     json_out: JsonOpt = False,
 ) -> None:
-    """Run the validation set natively and in simulation; native, simulated and error per case."""
+    """Validation suites: machine primitives against published and native measurements (level 0), and
+    the workload cases natively and in simulation; simulated, reference and error per row."""
     from mmsim.cli import _emit, _emit_json
     from mmsim.errors import UserError
     from mmsim.native.report import format_validate
@@ -110,7 +117,23 @@ def validate_cmd(
         parse_size(size)
     except ValueError:
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
-    rows = validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
+    if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
+        raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
+    suites = {"primitives", "native", "all"}
+    if suite not in suites:
+        raise UserError("--suite", suite, ", ".join(sorted(suites)))
+    from mmsim.machine import get_machine
+
+    get_machine(machine)  # a bad --machine fails before anything runs
+    rows: list[dict[str, Any]] = []
+    if suite in ("primitives", "all"):
+        from mmsim.native.primitives import validate_primitives
+
+        _progress("suite primitives")
+        rows += validate_primitives(machine, log=_progress)
+    if suite in ("native", "all"):
+        _progress("suite native")
+        rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
     if json_out:
         _emit_json(rows)
     else:

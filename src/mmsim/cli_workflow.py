@@ -54,6 +54,9 @@ def guard_limits(max_events: str | None, max_memory: str | None, force: bool) ->
     """The resource guard's limits from the command's options, for the length of the command."""
     from mmsim.experiments import guard
 
+    for option, v in (("--max-events", max_events), ("--max-memory", max_memory)):
+        if v is not None and not (v.isascii() and v.isprintable() and len(v) <= 40):  # int() takes any digits
+            raise UserError(option, v, "ASCII, e.g. 2e8 (--max-events) or 8g (--max-memory)")
     return guard.override(max_events, max_memory, force)
 
 
@@ -104,10 +107,11 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("bisect")(bisect_cmd)
-    results_app = typer.Typer(help="The results store: list, export.", no_args_is_help=True)
+    results_app = typer.Typer(help="The results store: list, export, import.", no_args_is_help=True)
     results_app.command("list")(results_list_cmd)
     results_app.command("export")(results_export_cmd)
     results_app.command("path")(results_path_cmd)
+    results_app.command("import")(results_import_cmd)
     app.add_typer(results_app, name="results")
     app.command("plot")(plot_cmd)
     app.command("report")(report_cmd)
@@ -263,6 +267,8 @@ def results_list_cmd(
     from mmsim.report.tables import Table, fmt_num
     from mmsim.results.store import Store
 
+    if limit < 1:
+        raise UserError("--limit", limit, "an integer >= 1")
     st = Store(store)
     filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
     if metric:
@@ -308,6 +314,20 @@ def results_path_cmd(store: StoreOpt = None) -> None:
     _emit([str(Store(store).path)])
 
 
+def results_import_cmd(
+    file: Annotated[Path, typer.Argument(help="Side file of unsaved runs named by a sweep whose store failed.")],
+    store: StoreOpt = None,
+) -> None:
+    """Load the runs a failed store write saved to a side file (.jsonl) into the store."""
+    from mmsim.results.store import Store, load_spilled
+
+    runs = load_spilled(file)
+    st = Store(store)
+    st.check(len(runs))
+    added = st.add(runs)
+    _emit([f"imported {added} new run(s) from {file} into {st.path} ({len(runs) - added} already stored)"])
+
+
 PLOTS = ("scaling", "profile", "locks")
 PLOT_TAKES = {"scaling": ("sweep",), "profile": ("compare",), "locks": ("compare", "sweep")}
 REPORT_TAKES = ("compare", "sweep", "bisect", "run", "reproduce")
@@ -335,13 +355,15 @@ def plot_cmd(
     x: Annotated[str | None, typer.Option("--x", help="scaling: the swept parameter on the x axis.")] = None,
 ) -> None:
     """Draw a plot from a saved compare or sweep (--json) to PNG or SVG."""
-    from mmsim.report import plots, schema
+    from mmsim.report import schema
 
     if kind not in PLOTS:
         raise UserError("KIND", kind, PLOTS)
-    plots.check_output(output)
-    data = _load_json(input_)
+    data = _load_json(input_)  # before matplotlib is imported: a bad input fails fast
     got = schema.check(data, f"plot {kind}", PLOT_TAKES[kind])
+    from mmsim.report import plots
+
+    plots.check_output(output)
     with _rendering(got):
         if kind == "scaling":
             fig = plots.scaling(data, metric, x)

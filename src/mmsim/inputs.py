@@ -38,7 +38,8 @@ import yaml
 from mmsim.errors import UserError
 
 MAX_YAML_BYTES = 256 << 10  # 8x the largest preset's YAML (sgi-uv2000-512, 64 nodes: 30 KB)
-MAX_JSON_BYTES = 32 << 20  # a saved sweep of ~3,000 points; json.loads needs ~10x this in memory
+MAX_JSON_BYTES = 16 << 20  # a saved sweep of ~1,000 points (~15 KB each); worst case ~20x this in memory
+MAX_JSON_CONTAINERS = 250_000  # a saved sweep has ~85 per point (~5.5 per KB): 2.7x what 16 MiB of results hold
 MAX_DEPTH = 32  # machine YAML nests 4 deep, result JSON 7 deep
 MAX_YAML_NODES = 200_000  # expanded node count (aliases counted as copies); sgi-uv2000-512 has ~5,500
 MAX_INT_DIGITS = 40  # 2^128 has 39 digits; Python itself refuses int() of more than 4300
@@ -238,20 +239,28 @@ def _json_constant(s: str) -> Any:
 
 
 def _depth(obj: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion."""
+    """Nesting depth of parsed JSON, up to MAX_DEPTH + 1: a depth-first walk whose stack holds one iterator
+    per open level, so it costs no memory however many nodes there are."""
+    stack = [iter((obj,))]
     deepest = 0
-    stack = [(obj, 1)]
     while stack:
-        o, d = stack.pop()
-        if isinstance(o, (dict, list)):
-            deepest = max(deepest, d)
-            if d > MAX_DEPTH:
-                return d
-            stack.extend((c, d + 1) for c in (o.values() if isinstance(o, dict) else o))
+        for child in stack[-1]:
+            if isinstance(child, (dict, list)):
+                stack.append(iter(child.values() if isinstance(child, dict) else child))
+                deepest = max(deepest, len(stack) - 1)
+                if deepest > MAX_DEPTH:
+                    return deepest
+                break
+        else:
+            stack.pop()
     return deepest
 
 
 def parse_json(text: str, field: str, what: str) -> Any:
+    # bound the parse's memory before it starts: each array/object costs json.loads ~60-100 bytes, numbers and
+    # strings are bounded by the size limit (brackets inside strings are counted too: an over-estimate)
+    if text.count("[") + text.count("{") > MAX_JSON_CONTAINERS:
+        raise UserError(field, f"more than {MAX_JSON_CONTAINERS:,} arrays and objects", what)
     try:
         data = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant)
     except json.JSONDecodeError as e:
@@ -262,7 +271,7 @@ def parse_json(text: str, field: str, what: str) -> Any:
         raise UserError(field, f"nesting deeper than {MAX_DEPTH} levels", what) from None
     except MemoryError:
         raise UserError(field, "too large to parse in memory", what) from None
-    if _depth(data) > MAX_DEPTH:
+    if _depth(data) > MAX_DEPTH:  # only containers are visited: a 32 MiB list of numbers costs nothing here
         raise UserError(field, f"nesting deeper than {MAX_DEPTH} levels", what)
     return data
 
@@ -270,3 +279,45 @@ def parse_json(text: str, field: str, what: str) -> Any:
 def load_json(path: str | Path, field: str, what: str, hint: str | None = None) -> Any:
     """Read and parse a JSON file within the limits above (``what``, ``hint``: as for :func:`load_yaml`)."""
     return parse_json(read_text(path, field, what, MAX_JSON_BYTES), field, hint or what)
+
+
+# -- addresses -----------------------------------------------------------------------------
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc")
+_HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?")
+_SCHED_ALLOWED = ("a Dask scheduler address SCHEME://HOST[:PORT] like tcp://node1:8786 (SCHEME tcp, tls, ws, wss; "
+                  "HOST a name, an IPv4 address or [IPv6]; PORT 1..65535)")
+
+
+def check_scheduler(address: str, field: str = "--scheduler") -> str:
+    """A Dask scheduler address, checked before Dask parses it (Dask raises a bare ValueError on ``tcp://[::1``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    def bad() -> UserError:
+        return UserError(field, address, _SCHED_ALLOWED)
+
+    if not isinstance(address, str) or not address.isascii() or not address.isprintable() or len(address) > 300:
+        raise bad()
+    try:
+        u = urlsplit(address)
+        port = u.port  # ValueError when not an integer 0..65535
+        host = u.hostname
+    except ValueError:
+        raise bad() from None
+    if u.scheme == "inproc":  # inproc://IP/PID/N: Dask's in-process transport
+        if not u.netloc:
+            raise bad()
+        return address
+    if u.scheme not in SCHEDULER_SCHEMES or not host or u.username is not None or u.password is not None:
+        raise bad()
+    if u.path not in ("", "/") or u.query or u.fragment or port == 0:
+        raise bad()
+    if "[" in u.netloc:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise bad() from None
+    elif not _HOST_RE.fullmatch(host):
+        raise bad()
+    return address

@@ -26,6 +26,7 @@ trustworthy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,13 @@ def bisect(
 ) -> Bisection:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
-    if threshold_pct <= 0:
-        raise UserError("--threshold", threshold_pct, "a percentage > 0")
+    if not (math.isfinite(threshold_pct) and threshold_pct > 0):  # nan compares False: a +0.0% step was "bad"
+        raise UserError("--threshold", threshold_pct, "a finite percentage > 0")
+    for option, bound in (("--max-stddev", max_stddev_pct), ("--max-spread", max_spread_pct)):
+        if not (math.isfinite(bound) and bound >= 0):
+            raise UserError(option, bound, "a finite percentage >= 0")
+    if max_runs is not None and max_runs < 1:
+        raise UserError("--max-runs", max_runs, "an integer >= 1 (default 3 x --runs)")
     max_runs = max(max_runs or 3 * runs, runs)
     executed = 0
 

@@ -33,6 +33,7 @@ one store, workers killed mid-sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -47,7 +48,7 @@ from typing import Any
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
 from mmsim.experiments.run import NOISE_SOURCES, RunSpec, run
-from mmsim.results.store import Store, StoredRun, spec_hash
+from mmsim.results.store import Store, StoredRun, spec_hash, spill
 
 EXECUTORS = ("serial", "process", "dask")
 # Finished runs are written to the store every this many seconds: one DuckDB
@@ -75,7 +76,8 @@ def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
-_NOT_MODEL = ("cli", "report/", "results/", "experiments/compare", "experiments/sweep", "experiments/bisect",
+_NOT_MODEL = ("cli", "api", "progress", "report/", "results/",
+              "experiments/compare", "experiments/sweep", "experiments/bisect",
               "experiments/stats", "experiments/executors", "experiments/reproduce", "experiments/exp_", "native/")
 
 
@@ -168,12 +170,7 @@ def execute(
     scheduler: str | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(index, result dict)`` for every spec, in completion order."""
-    if executor not in EXECUTORS:
-        raise UserError("--executor", executor, EXECUTORS)
-    if workers is not None and workers < 1:
-        raise UserError("--workers", workers, "an integer >= 1")
-    if scheduler and executor != "dask":
-        raise UserError("--scheduler", scheduler, "only with --executor dask")
+    check_executor(executor, workers, scheduler)
     if not specs:
         return
     if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
@@ -183,6 +180,20 @@ def execute(
         yield from _process(specs, workers or _ncpus())
     else:
         yield from _dask(specs, workers, scheduler)
+
+
+def check_executor(executor: str, workers: int | None, scheduler: str | None) -> None:
+    """UserError for an unknown executor, a worker count < 1 or a scheduler without Dask."""
+    if executor not in EXECUTORS:
+        raise UserError("--executor", executor, EXECUTORS)
+    if workers is not None and workers < 1:
+        raise UserError("--workers", workers, "an integer >= 1")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler", scheduler, "only with --executor dask")
+    if scheduler:
+        from mmsim.inputs import check_scheduler
+
+        check_scheduler(scheduler)
 
 
 def _ncpus() -> int:
@@ -244,8 +255,6 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
-        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-            raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as e:
@@ -278,7 +287,12 @@ class _Writer:
     """Records finished runs in the store in batches: a background thread writes
     whatever has arrived every ``FLUSH_SECONDS``, ``close()`` writes the rest. So
     a hard kill loses at most the last ``FLUSH_SECONDS`` of finished runs, and
-    a sweep of short runs does not pay one transaction per run."""
+    a sweep of short runs does not pay one transaction per run.
+
+    When a write fails (disk full, I/O error, damage), no computed run is
+    dropped: that batch and every later one go to a side file
+    (:func:`mmsim.results.store.spill`), and ``close()`` ends the sweep with
+    one line naming the cause and the file for ``mmsim results import``."""
 
     def __init__(self, store: Store | None, replace: bool) -> None:
         self.store, self.replace = store, replace
@@ -286,6 +300,9 @@ class _Writer:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        self.failed: BaseException | None = None  # the store write that failed
+        self.side: Path | None = None  # where the runs went instead
+        self.spilled = 0
 
     def put(self, run: StoredRun) -> None:
         if self.store is None:
@@ -300,8 +317,17 @@ class _Writer:
 
     def flush(self) -> None:
         with self.lock:
-            if self.pending and self.store is not None:
-                self.store.add(self.pending, replace=self.replace)  # all or nothing: kept on failure
+            if not self.pending or self.store is None:
+                return
+            if self.failed is None:
+                try:
+                    self.store.add(self.pending, replace=self.replace)  # all or nothing
+                    self.pending = []
+                    return
+                except Exception as e:  # whatever the cause, the runs must not be lost
+                    self.failed = e
+            self.side = spill(self.pending, self.store.path, self.side)  # OSError: nowhere left to put them
+            self.spilled += len(self.pending)
             self.pending = []
 
     def _loop(self) -> None:
@@ -317,6 +343,14 @@ class _Writer:
         if self.thread is not None:
             self.thread.join()
         self.flush()
+        if self.failed is not None and self.store is not None:
+            from mmsim.results.store import StoreError
+
+            e = self.failed
+            cause = e.cause if isinstance(e, StoreError) else " ".join(str(e).split()) or type(e).__name__
+            raise StoreError(f"results store {self.store.path}: write failed ({cause}); the {self.spilled} "
+                             f"computed run(s) not stored are in {self.side}: load them with "
+                             f"mmsim results import {self.side} --store {self.store.path}")
 
 
 def flush_seconds() -> float:
@@ -349,8 +383,11 @@ def run_many(
     every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    check_executor(executor, workers, scheduler)
     if store is not None:
         flush_seconds()  # and the writer's interval
+        # before any run: it opens (writable, every row readable) and has room; StoreError / UserError
+        store.check(0 if store.path.exists() else len(specs))
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
     results: list[dict[str, Any] | None] = [None] * len(specs)
     if store is not None and not fresh:
@@ -358,6 +395,8 @@ def run_many(
         for i, k in enumerate(keys):
             results[i] = found.get(k)
     todo = [i for i, r in enumerate(results) if r is None]
+    if store is not None:
+        store.check_space(len(todo))  # room for the runs to come
     done = len(specs) - len(todo)
     if progress:
         progress(done, len(specs), {})
@@ -370,8 +409,14 @@ def run_many(
             done += 1
             if progress:
                 progress(done, len(specs), res)
-    finally:
-        writer.close()  # also on Ctrl-C or an error: every finished run is kept
+    except BaseException:
+        with contextlib.suppress(Exception):  # every finished run is kept (stored or spilled); the first
+            writer.close()  # error (Ctrl-C, a failed run) is the one reported
+        if writer.failed is not None:
+            log.warning("mmsim: results store %s: write failed; %d computed run(s) are in %s (mmsim results "
+                        "import)", store.path if store else "", writer.spilled, writer.side)
+        raise
+    writer.close()  # StoreError naming the side file when the store failed
     return [r for r in results if r is not None], len(todo)
 
 
