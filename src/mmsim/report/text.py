@@ -135,10 +135,13 @@ def format_run(runs: Mapping[str, Any] | Sequence[Mapping[str, Any]], perf_block
 # -- mmsim reproduce -------------------------------------------------------------
 
 
-def verdict(ok: bool | None) -> str:
-    """PASS/FAIL for a banded check; ``info`` for a value shown without a band."""
+def verdict(ok: bool | None, kind: str = "band") -> str:
+    """PASS/FAIL for a banded check; ``met``/``missed`` for an extra target (which does not decide the
+    experiment's PASS); ``info`` for a value shown without a band."""
     if ok is None:
         return "info"
+    if kind == "target":
+        return "met" if ok else "missed"
     return "PASS" if ok else "FAIL"
 
 
@@ -153,7 +156,7 @@ def outcome_table(o: Mapping[str, Any]) -> Table:
             fmt_num(c.get("published")),
             fmt_num(c.get("simulated")),
             fmt_band(c.get("band")),
-            verdict(c.get("ok")),
+            verdict(c.get("ok"), str(c.get("kind") or "band")),
         ]
         t.rows.append(row + ([str(c.get("note") or "")] if with_notes else []))
     return t
@@ -229,12 +232,22 @@ def patches_table(patches: Iterable[Any]) -> Table:
     return t
 
 
+def _default_text(p: Any) -> str:
+    """A parameter's default as a user would type it: ``auto`` when that is what the default means."""
+    try:
+        if p.parse("auto") == p.default:
+            return "auto"
+    except (ValueError, TypeError):
+        pass
+    return str(p.default)
+
+
 def workload_doc(w: Any) -> Doc:
     """One workload: its description and a table of its ``-p`` parameters."""
     doc: Doc = [f"{w.name}: {w.description}"]
     if w.params:
         t = Table(["param", "default", "help"], align="lll")
-        t.rows = [[name, str(p.default), p.help] for name, p in w.params.items()]
+        t.rows = [[name, _default_text(p), p.help] for name, p in w.params.items()]
         doc.append(t)
     return doc
 
