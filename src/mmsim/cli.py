@@ -133,6 +133,11 @@ def workloads_cmd() -> None:
 
 # -- running -----------------------------------------------------------------------
 
+ExactOpt = Annotated[
+    bool,
+    typer.Option("--exact", help="Every operation an event: no fast-forward of steady states (slower)."),
+]
+
 
 @app.command("run")
 def run_cmd(
@@ -154,11 +159,13 @@ def run_cmd(
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one workload on one machine under one kernel; print perf-stat-like counters."""
     kwargs: dict[str, Any] = {
         "workload": workload,
+        "exact": exact,
         "patches": tuple(patch or ()),
         "policies": parse_assignments("--set", set_),
         "params": parse_assignments("-p/--param", param),
@@ -188,6 +195,10 @@ def reproduce_cmd(
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Processes for the arms (default: the CPUs; 1 = serial).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run both arms of the seed experiments: published vs simulated vs band.
@@ -200,7 +211,7 @@ def reproduce_cmd(
     from mmsim.report.text import format_outcomes
 
     with cli_workflow.guard_limits(max_events, max_memory, force):
-        results = reproduce(ids or None, seed=seed)
+        results = reproduce(ids or None, seed=seed, exact=exact, workers=workers)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

@@ -130,6 +130,8 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }
+    if spec.exact:  # event by event: a different result from the default fast-forward (metrics/sampling.py)
+        out["exact"] = True
     for key, name in (("machine_file", spec.machine), ("kernel_file", spec.kernel)):
         if Path(name).is_file():
             out[key] = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]

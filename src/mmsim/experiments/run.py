@@ -28,6 +28,8 @@ class RunSpec:
     policies: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    # event by event throughout; False lets a workload fast-forward its steady state (metrics/sampling.py)
+    exact: bool = False
 
 
 @dataclass
@@ -86,7 +88,7 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     kernel = resolve(spec.kernel, list(spec.patches), spec.policies)
     if guard:
         _guard.check(w.name, params, machine, kernel.policies)
-    system = System(machine, kernel, spec.seed)
+    system = System(machine, kernel, spec.seed, exact=spec.exact)
     w.setup(system, params)
     t0 = time.perf_counter()
     system.engine.run()
@@ -136,7 +138,8 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         vmstat=vm,
         profile=profile,
         locks=locks,
-        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9},
+        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9,
+             **(system.fast_forward.report() if system.fast_forward is not None else {})},
         policies=dict(sorted(system.kernel.policies.items())),
         command=w.command(params),
     )
