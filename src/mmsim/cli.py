@@ -165,7 +165,6 @@ def run_cmd(
     """Run one workload on one machine under one kernel; print perf-stat-like counters."""
     kwargs: dict[str, Any] = {
         "workload": workload,
-        "exact": exact,
         "patches": tuple(patch or ()),
         "policies": parse_assignments("--set", set_),
         "params": parse_assignments("-p/--param", param),
@@ -174,6 +173,8 @@ def run_cmd(
     for key, value in (("machine", machine), ("kernel", kernel), ("seed", seed)):
         if value is not None:
             kwargs[key] = value
+    if exact:
+        kwargs["exact"] = True
 
     from mmsim.experiments.run import RunSpec, run
     from mmsim.report.text import format_run
@@ -211,7 +212,10 @@ def reproduce_cmd(
     from mmsim.report.text import format_outcomes
 
     with cli_workflow.guard_limits(max_events, max_memory, force):
-        results = reproduce(ids or None, seed=seed, exact=exact, workers=workers)
+        extra: dict[str, Any] = {"exact": True} if exact else {}
+        if workers is not None:
+            extra["workers"] = workers
+        results = reproduce(ids or None, seed=seed, **extra)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

@@ -49,7 +49,7 @@ BATCHES = 8
 # Student-t 0.975 quantiles for BATCHES - 1 = 7 degrees of freedom (any table)
 T975_7 = 2.365
 
-WAIT, WINDOW, SKIPPING, DONE = range(4)
+WAIT, WINDOW, SKIPPING = range(3)
 
 
 def _lock_tuple(s: LockStat) -> tuple[int, int, int, int, int, dict[str, int]]:
@@ -73,9 +73,14 @@ def _scaled(delta: int, r: float) -> int:
     return round(delta * r)
 
 
-def extrapolate(c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float) -> None:
-    """Add ``r x`` (now - ``a``) to every additive counter (maxima are left alone)."""
+def extrapolate(
+    c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float, r_cpu: dict[int, float] | None = None
+) -> None:
+    """Add ``r x`` (now - ``a``) to every additive counter (maxima are left alone);
+    a CPU in ``r_cpu`` has its own factor (its thread's skipped / window operations)."""
+    r0 = r
     for cpu in range(c.ncpus):
+        r = r_cpu.get(cpu, r0) if r_cpu else r0
         p, p0 = c.perf[cpu], a.perf[cpu]
         for j in range(len(p)):
             if p[j] != p0[j]:
@@ -89,6 +94,7 @@ def extrapolate(c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float)
                 dv = d[f] - d0.get(f, 0)
                 if dv:
                     d[f] += _scaled(dv, r)
+    r = r0
     for name in sorted(locks):
         s = locks[name]
         acq, cont, wait, hold, inst, extra = a.locks.get(name, (0, 0, 0, 0, 0, {}))
@@ -105,9 +111,15 @@ class FastForward:
     """The sampling controller of one run (see the module docstring).
 
     A thread calls :meth:`register` once with its steady region's size in
-    operations, then :meth:`poll` before each operation with the index of
-    that operation in the region; a non-zero return is the number of
-    operations it must skip at once (apply the state change, move on).
+    operations, then :meth:`poll` before each operation of the region with
+    that operation's index; a non-zero return is the number of operations it
+    must skip at once (apply the state change, move on). :meth:`leave` when
+    it is past its region, :meth:`exit` when it ends.
+
+    A skip needs the whole population in steady state: all ``nthreads``
+    registered and every thread that has not exited inside its region, past
+    its first ``warm`` and before its last ``tail`` operations. A window
+    during which any thread leaves that state is discarded.
     """
 
     def __init__(
@@ -134,7 +146,10 @@ class FastForward:
         self.min_thread_ops = min_thread_ops
         self.hi: dict[int, int] = {}
         self.pos: dict[int, int] = {}
-        self.ready: set[int] = set()
+        self.cpu: dict[int, int] = {}
+        self.steady: set[int] = set()  # threads inside [warm, hi - tail] of their region
+        self.gone: set[int] = set()
+        self.blocking = nthreads  # threads neither steady nor gone
         self.state = WAIT
         self.sum_pos = 0
         self.pending: dict[int, int] = {}
@@ -149,21 +164,40 @@ class FastForward:
         self.skipped_ops = 0
         self.detailed_window_ops = 0
         self.cycles = 0
+        self.windows_discarded = 0
         self._var_ns2 = 0.0
 
-    def register(self, i: int, nops: int) -> None:
+    def register(self, i: int, nops: int, cpu: int) -> None:
+        """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations."""
         self.hi[i] = nops
         self.pos[i] = 0
+        self.cpu[i] = cpu
+
+    def _unsteady(self, i: int) -> None:
+        if i in self.steady:
+            self.steady.discard(i)
+            self.blocking += 1
+            if self.state == WINDOW:
+                self.state = WAIT
+                self.windows_discarded += 1
+
+    def leave(self, i: int) -> None:
+        """Thread ``i`` is past its steady region."""
+        self._unsteady(i)
+
+    def exit(self, i: int) -> None:
+        """Thread ``i`` has ended: it no longer takes part."""
+        self._unsteady(i)
+        if i not in self.gone:
+            self.gone.add(i)
+            self.blocking -= 1
 
     def poll(self, i: int, pos: int) -> int:
         """Thread ``i`` is about to do operation ``pos`` of its region."""
         old = self.pos[i]
         self.pos[i] = pos
         self.sum_pos += pos - old
-        st = self.state
-        if st == DONE:
-            return 0
-        if st == SKIPPING:
+        if self.state == SKIPPING:
             n = self.pending.pop(i, 0)
             if n:
                 self.pos[i] = pos + n
@@ -171,30 +205,32 @@ class FastForward:
             if not self.pending:
                 self.state = WAIT
             return n
-        if pos > self.hi[i] - self.tail:
-            self.state = DONE  # a thread is in its region's tail: the rest is detailed
-            return 0
+        if self.warm <= pos <= self.hi[i] - self.tail:
+            if i not in self.steady:
+                self.steady.add(i)
+                self.blocking -= 1
+        else:
+            self._unsteady(i)
+        st = self.state
         if st == WAIT:
-            if pos >= self.warm:
-                self.ready.add(i)
-            if len(self.ready) == self.n == len(self.hi):
+            if self.blocking == 0 and len(self.hi) == self.n:
                 self._start_window()
             return 0
-        # WINDOW
-        done = self.sum_pos - self._sum0
-        marks = self._batch_marks
-        if len(marks) < BATCHES and done * BATCHES >= self.window_ops * len(marks):
-            marks.append(self._now())
-        if done >= self.window_ops and len(marks) == BATCHES:
-            if min(self.pos[j] - self._pos0[j] for j in self.hi) >= self.min_thread_ops:
-                self._end_window()
+        if st == WINDOW:
+            done = self.sum_pos - self._sum0
+            marks = self._batch_marks
+            if len(marks) < BATCHES and done * BATCHES >= self.window_ops * len(marks):
+                marks.append(self._now())
+            if done >= self.window_ops and len(marks) == BATCHES:
+                if min(self.pos[j] - self._pos0[j] for j in self.steady) >= self.min_thread_ops:
+                    self._end_window()
         return 0
 
     def _start_window(self) -> None:
         self.state = WINDOW
         self._t0 = self._now()
         self._snap = _Snapshot(self.counters, self.locks)
-        self._pos0 = dict(self.pos)
+        self._pos0 = {j: self.pos[j] for j in self.steady}
         self._sum0 = self.sum_pos
         self._batch_marks = [self._t0]
 
@@ -202,23 +238,23 @@ class FastForward:
         t1 = self._now()
         w = t1 - self._t0
         marks = self._batch_marks + [t1]
-        d = {j: self.pos[j] - self._pos0[j] for j in sorted(self.hi)}
+        d = {j: self.pos[j] - self._pos0[j] for j in sorted(self.steady)}
         total = sum(d.values())
+        self.state = WAIT
         if w <= 0 or total <= 0:
-            self.state = DONE
             return
         f = self.skip_ratio * w
         for j, dj in d.items():
             room = self.hi[j] - self.tail - self.pos[j]
             f = min(f, room * w / dj)
-        if f < w:  # not worth a skip: the rest of the run is detailed
-            self.state = DONE
+        if f < w:  # not worth a skip (a thread is near its tail): go on in detail
             return
         n = {j: round(dj * f / w) for j, dj in d.items()}
         skipped = sum(n.values())
         r = skipped / total
         assert self._snap is not None
-        extrapolate(self.counters, self.locks, self._snap, r)
+        # per CPU, its thread's own factor: its skipped operations are counted exactly
+        extrapolate(self.counters, self.locks, self._snap, r, {self.cpu[j]: n[j] / d[j] for j in d if d[j]})
         fns = round(f)
         self.skipped_ns += fns
         self.skipped_ops += skipped
@@ -226,14 +262,13 @@ class FastForward:
         self.cycles += 1
         # batch means of the time per operation (equal operation counts per batch, roughly)
         durs = [b - a for a, b in itertools.pairwise(marks)]
-        if len(durs) >= 2:
-            mean = sum(durs) / len(durs)
-            var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
-            h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
-            self._var_ns2 += (h * fns) ** 2
+        mean = sum(durs) / len(durs)
+        var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
+        h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
+        self._var_ns2 += (h * fns) ** 2
         self.pending = {j: k for j, k in n.items() if k}
-        self.state = SKIPPING if self.pending else WAIT
-        self.ready = set(self.ready)
+        if self.pending:
+            self.state = SKIPPING
 
     @property
     def ci95_ns(self) -> float:
@@ -245,6 +280,7 @@ class FastForward:
             "ff_cycles": self.cycles,
             "ff_skipped_ops": self.skipped_ops,
             "ff_window_ops": self.detailed_window_ops,
+            "ff_windows_discarded": self.windows_discarded,
             "ff_skipped_seconds": self.skipped_ns / 1e9,
             "elapsed_ci95_seconds": round(self.ci95_ns / 1e9, 9),
         }

@@ -145,7 +145,7 @@ class ThpMemscale:
         lo = hi = unit = 0
         if ff is not None:
             lo, hi, unit = steady_region(system, vma, start, end)
-            ff.register(t.tid, max(0, (hi - lo) // unit))
+            ff.register(t.tid, max(0, (hi - lo) // unit), t.cpu)
         while addr < end:
             if ff is not None and lo <= addr < hi:
                 k = ff.poll(t.tid, (addr - lo) // unit)
@@ -153,6 +153,8 @@ class ThpMemscale:
                     skip_mapped(system, t, addr, k, unit, node)
                     addr += k * unit
                     continue
+                if addr + unit >= hi:
+                    ff.leave(t.tid)
             slot = addr >> 21
             state = pt.pmd.get(slot)
             if state != PMD_HUGE and not (state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]):
@@ -167,6 +169,8 @@ class ThpMemscale:
             addr = nxt
         if pending:
             yield pending
+        if ff is not None:
+            ff.exit(t.tid)
 
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         return {"thp_memscale.elapsed_seconds": system.elapsed_ns / 1e9}
