@@ -117,7 +117,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
-    guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
+    guard.check(w.name, params, m, k.policies, spec.exact)  # before the store is opened or anything runs
     # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
     # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
     w.setup(System(m, k, spec.seed), dict(params))

@@ -96,6 +96,7 @@ class Estimate:
     events: int
     memory: int  # bytes, peak RSS of the simulating process
     basis: str  # the units the events come from, for the message
+    wall_seconds: float = 0.0  # host time (mmsim.experiments.walltime)
 
 
 @dataclass(frozen=True)
@@ -239,22 +240,34 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
     return int(small), int(huge_n), what, int(memory)
 
 
-def estimate(workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str]) -> Estimate:
-    """Events and peak host memory of one run, from its resolved parameters (cheap: no System is built)."""
+def estimate(
+    workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str], exact: bool = False
+) -> Estimate:
+    """Events, peak host memory and host wall time of one run, from its resolved parameters (cheap: no
+    System is built). The events are those of event-by-event (``exact``) simulation."""
+    from mmsim.experiments.walltime import estimate_wall_seconds
+
     small, huge, what, mem = _work(workload, params, machine, policies)
     ks, kh = EVENTS_PER_UNIT.get(workload, DEFAULT_EVENTS_PER_UNIT)
     second = SECOND_UNIT.get(workload, "2 MiB faults")
     basis = f"{small:,} {what} x {ks:g} events" + (f" + {huge:,} {second} x {kh:g}" if huge else "")
-    return Estimate(int(small * ks + huge * kh), BASE_RSS + PER_CPU_BYTES * machine.ncpus + mem, basis)
+    wall = estimate_wall_seconds(workload, small * ks, huge * kh, exact)
+    return Estimate(int(small * ks + huge * kh), BASE_RSS + PER_CPU_BYTES * machine.ncpus + mem, basis, wall)
 
 
 def _fmt_bytes(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
-def check(workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str]) -> Estimate:
-    """Refuse (UserError) a run whose estimate exceeds the limits in force, unless forced."""
-    est = estimate(workload, params, machine, policies)
+def check(
+    workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str], exact: bool = False
+) -> Estimate:
+    """Refuse (UserError) a run whose estimate exceeds the limits in force, unless forced. The wall-time
+    limit (:data:`mmsim.experiments.walltime.MAX_WALL_SECONDS`) does not apply to ``exact`` runs: asking
+    for event by event is asking for the time it takes."""
+    from mmsim.experiments import walltime
+
+    est = estimate(workload, params, machine, policies, exact)
     lim = limits()
     if lim.force:
         return est
@@ -266,4 +279,9 @@ def check(workload: str, params: dict[str, Any], machine: Any, policies: dict[st
         raise UserError(
             "estimated memory", _fmt_bytes(est.memory),
             f"at most {_fmt_bytes(lim.max_memory)} (--max-memory SIZE or ${ENV_MEMORY}; --force to run anyway)")
+    if not exact and est.wall_seconds > walltime.MAX_WALL_SECONDS:
+        raise UserError(
+            "estimated wall time", f"{walltime.format_seconds(est.wall_seconds)} ({est.basis})",
+            f"at most {walltime.format_seconds(walltime.MAX_WALL_SECONDS)} (--force to run anyway; "
+            "--exact runs event by event on purpose, without this limit)")
     return est

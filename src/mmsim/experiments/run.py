@@ -87,7 +87,7 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     machine = _machine.get_machine(spec.machine)
     kernel = resolve(spec.kernel, list(spec.patches), spec.policies)
     if guard:
-        _guard.check(w.name, params, machine, kernel.policies)
+        _guard.check(w.name, params, machine, kernel.policies, spec.exact)
     system = System(machine, kernel, spec.seed, exact=spec.exact)
     w.setup(system, params)
     t0 = time.perf_counter()
