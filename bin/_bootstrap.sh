@@ -28,7 +28,9 @@ _mmsim_bootstrap() {
     # Re-install when the venv is new or pyproject.toml changed since the last install.
     if [ ! -f "$_stamp" ] || [ "$MMSIM_ROOT/pyproject.toml" -nt "$_stamp" ]; then
         echo "mmsim: installing mmsim and its dependencies into $MMSIM_VENV" >&2
-        "$MMSIM_PY" -m pip install --quiet --disable-pip-version-check -e "$MMSIM_ROOT[dev]" >&2 || return 1
+        # pip's own progress (one line per package, download bars on a terminal), on stderr.
+        "$MMSIM_PY" -m pip install --disable-pip-version-check --progress-bar on -e "$MMSIM_ROOT[dev]" >&2 \
+            || return 1
         touch "$_stamp"
     fi
 }

@@ -11,6 +11,8 @@ code 2, never a traceback. Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -109,14 +111,88 @@ def machine_show(
         _emit(format_machine(m))
 
 
-@app.command("kernels")
-def kernels_cmd() -> None:
-    """List the kernels (named policy sets) and the patches (named deltas)."""
-    from mmsim.kernels import list_kernels, list_patches
-    from mmsim.report.text import kernels_table, patches_table, policies_table
+kernels_app = typer.Typer(help="List the kernels and patches; show one kernel; diff two.",
+                          invoke_without_command=True)
+app.add_typer(kernels_app, name="kernels")
+KernelArg = Annotated[str, typer.Argument(help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.")]
 
-    kernels = list(list_kernels())
-    _emit([kernels_table(kernels), policies_table(kernels), patches_table(list_patches())])
+
+@kernels_app.callback()
+def kernels_cmd(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List the kernels (named policy sets) and the patches (named deltas); fits 100 columns."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from mmsim.kernels import list_kernels, list_patches
+    from mmsim.report.catalogue import kernels_doc
+
+    if json_out:
+        _emit_json({"kernels": [{"name": k.name, "base": k.base, "patches": list(k.patches),
+                                 "description": k.description, "policies": k.policies} for k in list_kernels()],
+                    "patches": [{"commit": p.commit, "subject": p.subject, "version": p.version,
+                                 "changes": p.changes} for p in list_patches()]})
+        return
+    _emit(kernels_doc(list_kernels(), list_patches()))
+
+
+def _kernel_info(text: str) -> tuple[Any, str, list[Any]]:
+    """(resolved kernel, description, its patches as Patch objects) of a kernel as users write it."""
+    from mmsim.kernels.catalog import KERNELS, Patch, lookup_patch, resolve_kernel, split_kernel
+
+    k = resolve_kernel(text)
+    base, extra = split_kernel(text)
+    desc = KERNELS[base].description if base in KERNELS else ""
+    pats = [lookup_patch(x) for x in extra]
+    by_id = {p.commit: p for p in pats}
+    from mmsim.kernels.catalog import PATCHES
+
+    return k, desc, [PATCHES.get(c) or by_id.get(c) or Patch(c, "", {}) for c in k.patches]
+
+
+@kernels_app.command("show")
+def kernels_show_cmd(kernel: KernelArg, json_out: JsonOpt = False) -> None:
+    """One kernel: its patches and every policy, with the patch that set it."""
+    from mmsim.kernels.catalog import KERNELS, PATCHES
+    from mmsim.report.catalogue import kernel_doc, policy_source
+
+    k, desc, pats = _kernel_info(kernel)
+    src = policy_source(k.policies, KERNELS["v3.12"].policies, k.patches, {**PATCHES, **{p.commit: p for p in pats}})
+    if json_out:
+        _emit_json({"kernel": k.name, "description": desc, "patches": [p.commit for p in pats],
+                    "policies": k.policies, "set_by": src})
+        return
+    _emit(kernel_doc(k.name, desc, k.policies, src, pats))
+
+
+@kernels_app.command("diff")
+def kernels_diff_cmd(a: KernelArg, b: KernelArg, json_out: JsonOpt = False) -> None:
+    """What separates kernel B from kernel A: the policies that differ and the commits behind them."""
+    from mmsim.report.catalogue import diff_doc
+
+    ka, _, pa = _kernel_info(a)
+    kb, _, pb = _kernel_info(b)
+    only_a = [p for p in pa if p.commit not in kb.patches]
+    only_b = [p for p in pb if p.commit not in ka.patches]
+    if json_out:
+        _emit_json({"a": ka.name, "b": kb.name,
+                    "policies": {n: [ka.policies.get(n), kb.policies.get(n)]
+                                 for n in dict.fromkeys([*ka.policies, *kb.policies])
+                                 if ka.policies.get(n) != kb.policies.get(n)},
+                    "only_a": [p.commit for p in only_a], "only_b": [p.commit for p in only_b]})
+        return
+    _emit(diff_doc(ka.name, kb.name, ka.policies, kb.policies, only_a, only_b))
+
+
+@app.command("policies")
+def policies_cmd(json_out: JsonOpt = False) -> None:
+    """Every kernel policy: its type, allowed values or range (the kernel's bounds) and kernel source."""
+    from mmsim.kernels.catalog import KERNELS, POLICIES
+    from mmsim.report.catalogue import policies_doc, policies_json
+
+    defaults = KERNELS["v3.12"].policies
+    if json_out:
+        _emit_json(policies_json(POLICIES.values(), defaults))
+        return
+    _emit(policies_doc(POLICIES.values(), defaults))
 
 
 @app.command("workloads")
@@ -145,46 +221,79 @@ def run_cmd(
     machine: Annotated[
         str | None, typer.Option("--machine", "-m", help="Preset name or machine YAML file.")
     ] = None,
-    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="Kernel name or YAML file.")] = None,
-    patch: Annotated[
-        list[str] | None, typer.Option("--patch", help="Apply a patch on top of the kernel (repeatable).")
-    ] = None,
+    kernel: Annotated[str | None, typer.Option(
+        "--kernel", "-k", help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.")] = None,
+    patch: Annotated[list[str] | None, typer.Option(
+        "--patch", help="Apply a patch (commit id or patch YAML file) on top of the kernel (repeatable).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a kernel policy: policy=value (repeatable).")
     ] = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Run seed.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Run seed (-r N: seeds seed..seed+N-1).")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", "-r", min=1,
+                                        help="perf stat -r: N runs, mean and ( +- x% ).")] = 1,
+    csv_sep: Annotated[str | None, typer.Option(
+        "--field-separator", "-x", help="perf stat -x SEP: print only perf's CSV, fields split by SEP.")] = None,
+    perf_json: Annotated[bool, typer.Option("--json-output", "-j", help="perf stat -j: perf's JSON lines only.")]
+    = False,
+    store: cli_workflow.StoreOpt = None,
+    no_store: cli_workflow.NoStoreOpt = False,
+    progress: cli_workflow.ProgressOpt = None,
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
     exact: ExactOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run one workload on one machine under one kernel; print perf-stat-like counters."""
+    """Run one workload on one machine under one kernel; print perf stat, the benchmark's metrics,
+    the profile and lock_stat. The run is kept in the results store unless --no-store.
+
+    Examples: mmsim run lockstress -m tiny -x,   |   mmsim run will-it-scale/page_fault1 --set pcp_batch=127
+    """
+    from mmsim.experiments.run import RunSpec
+    from mmsim.kernels.catalog import split_kernel
+
+    if csv_sep is not None and (not csv_sep or perf_json or json_out):
+        raise UserError("-x", csv_sep, "a non-empty separator, without -j or --json")
+    if perf_json and json_out:
+        raise UserError("-j", "with --json", "one of -j (perf's JSON lines) and --json (mmsim's JSON)")
     kwargs: dict[str, Any] = {
         "workload": workload,
         "patches": tuple(patch or ()),
         "policies": parse_assignments("--set", set_),
         "params": parse_assignments("-p/--param", param),
     }
+    if kernel is not None:  # BASE+PATCH+...: the base, and the patches before any --patch
+        base, extra = split_kernel(kernel)
+        kwargs["kernel"], kwargs["patches"] = base, (*extra, *kwargs["patches"])
     # Only what the user gave: RunSpec owns the defaults.
-    for key, value in (("machine", machine), ("kernel", kernel), ("seed", seed)):
+    for key, value in (("machine", machine), ("seed", seed)):
         if value is not None:
             kwargs[key] = value
     if exact:
         kwargs["exact"] = True
 
-    from mmsim.experiments.run import RunSpec, run
-    from mmsim.report.text import format_run
+    from mmsim.cli_progress import ProgressView
+    from mmsim.experiments.run import run_repeated
+    from mmsim.report import perfstat
+    from mmsim.report.text import command_line, format_run
 
-    with cli_workflow.guard_limits(max_events, max_memory, force):
-        result = run(RunSpec(**kwargs))
-    if json_out:
-        _emit_json(result.to_dict())
+    spec = RunSpec(**kwargs)
+    view = ProgressView(f"run {workload}", progress)
+    with cli_workflow.guard_limits(max_events, max_memory, force), view:
+        results = run_repeated(spec, repeat, cli_workflow._store(store, no_store), view.hook)
+    dicts = [r.to_dict() for r in results]
+    if csv_sep is not None:
+        sys.stdout.write(perfstat.csv(dicts, csv_sep))
+    elif perf_json:
+        sys.stdout.write(perfstat.json_lines(dicts))
+    elif json_out:
+        _emit_json(dicts[0] if repeat == 1 else dicts)
     else:
-        _emit(format_run(result.to_dict()))
+        sys.stdout.write(perfstat.text(dicts, command_line(dicts[0])))
+        _emit(format_run(dicts, perf_block=False))
 
 
 @app.command("reproduce")
@@ -193,6 +302,9 @@ def reproduce_cmd(
         list[str] | None, typer.Argument(help="Experiment ids (default: all).", show_default=False)
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Run seed.")] = 0,
+    store: cli_workflow.StoreOpt = None,
+    no_store: cli_workflow.NoStoreOpt = False,
+    progress: cli_workflow.ProgressOpt = None,
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
@@ -202,20 +314,26 @@ def reproduce_cmd(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run both arms of the seed experiments: published vs simulated vs band.
+    """Run both arms of the seed experiments: published vs simulated vs band. Every arm's run is
+    kept in the results store unless --no-store.
 
     Exits 0 when the experiments ran, also when a result lands outside its
     band: that is reported in the verdict (and as "ok": false in JSON), not
     hidden behind an exit code.
     """
+    from mmsim.cli_progress import ProgressView
     from mmsim.experiments.reproduce import reproduce
     from mmsim.report.text import format_outcomes
 
-    with cli_workflow.guard_limits(max_events, max_memory, force):
-        extra: dict[str, Any] = {"exact": True} if exact else {}
-        if workers is not None:
-            extra["workers"] = workers
-        results = reproduce(ids or None, seed=seed, **extra)
+    st = cli_workflow._store(store, no_store)
+    view = ProgressView("reproduce", progress)
+    extra: dict[str, Any] = {"exact": True} if exact else {}
+    if workers is not None:
+        extra["workers"] = workers
+    with cli_workflow.guard_limits(max_events, max_memory, force), view:
+        if st is not None:
+            st.count()  # a bad --store fails before anything runs
+        results = reproduce(ids or None, seed, st, view.hook, **extra)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)
@@ -229,12 +347,70 @@ def reproduce_cmd(
 
 
 def _fail(message: str, code: int = 2) -> int:
-    sys.stderr.write("mmsim: error: " + " ".join(message.split()) + "\n")
+    try:
+        sys.stderr.write("mmsim: error: " + " ".join(message.split()) + "\n")
+        sys.stderr.flush()
+    except OSError:  # stderr closed or full (2>/dev/full): the exit code still tells
+        _to_devnull(sys.stderr)
     return code
 
 
+class _ClosedStream(io.TextIOBase):
+    """Stands in for a standard stream whose descriptor was closed at start (``mmsim machines >&-``):
+    Python then sets ``sys.stdout`` to None. Writing fails like write(2) on a closed descriptor."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def isatty(self) -> bool:
+        return False
+
+
+# write(2) errors of stdout/stderr themselves: closed (EBADF), full (ENOSPC, EDQUOT), device error (EIO)
+_STREAM_ERRNOS = (errno.EBADF, errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point a failed standard stream's descriptor at /dev/null so that the interpreter's final flush of
+    what is still buffered does not fail again (and print "Exception ignored")."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    if fd in (1, 2):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
+    """Console-script entry point; returns the exit code.
+
+    A closed or full stdout ends the command with one line on stderr and exit code 1, as ``cat`` does;
+    with stderr closed or full, bad input still exits 2 (the message is lost).
+    """
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # for the life of the process
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+    try:
+        rv = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `mmsim ... | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain, and exit as SIGPIPE would.
+        _to_devnull(sys.stdout)
+        return 141
+    except OSError as e:
+        if e.errno not in _STREAM_ERRNOS or e.filename is not None:
+            raise
+        _to_devnull(sys.stdout)
+        return _fail(f"write error: {e.strerror}", 1)
+    return rv
+
+
+def _main(argv: Sequence[str] | None) -> int:
     command = typer.main.get_command(app)
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
@@ -246,12 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except typer.TyperException as e:
         # typer >= 0.29 vendors click: every usage error (bad option, missing
         # argument, bad value) derives from the public TyperException.
-        return _fail(e.format_message())
+        return _fail(e.format_message() or "COMMAND: missing; allowed: one of the commands listed above")
     except typer.Abort:
         return _fail("aborted", 130)
-    except BrokenPipeError:
-        # `mmsim ... | head`: the reader left. Point stdout at /dev/null so the
-        # interpreter's final flush does not complain, and exit as SIGPIPE would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     return rv if isinstance(rv, int) else 0

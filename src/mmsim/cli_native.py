@@ -22,7 +22,8 @@ def _progress(msg: str) -> None:
 
 
 def native_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")],
+    workload: Annotated[
+        str | None, typer.Argument(help="Workload name (vm-scalability/anon-w-seq, ...).")] = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value (repeatable).")
     ] = None,
@@ -32,14 +33,29 @@ def native_cmd(
     warm: Annotated[
         bool, typer.Option("--warm", help="Touch and free the run's memory just before it (VM free page reporting).")
     ] = False,
+    restore: Annotated[bool, typer.Option(
+        "--restore", help="Only undo what a killed native run left (sysctls, workers, temp dirs), and say what.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a workload for real on this host's kernel: metrics, vmstat deltas, getrusage, perf stat."""
     from mmsim.cli import _emit, _emit_json, parse_assignments
+    from mmsim.errors import UserError
     from mmsim.native.report import format_native
-    from mmsim.native.runner import NativeSpec, run_native
+    from mmsim.native.runner import NativeSpec, recover, run_native
     from mmsim.native.safety import Skip
 
+    if restore:
+        if workload is not None:
+            raise UserError("--restore", workload, "no workload with --restore (it only recovers)")
+        lines = recover(log=lambda line: None)
+        if json_out:
+            _emit_json({"restored": lines})
+        else:
+            _emit([*lines] if lines else ["nothing to restore: no killed native run left changes behind"])
+        return
+    if workload is None:
+        raise UserError("WORKLOAD", "", "a workload name (mmsim workloads), or --restore")
     spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm)
     try:
         d: dict[str, Any] = run_native(spec)
@@ -68,6 +84,8 @@ def calibrate_cmd(
     from mmsim.native.report import format_calibrate
 
     r = calibrate(out, log=_progress)
+    for n in r.get("notes") or ():  # every kept estimate and noisy measurement, also with --json
+        _progress(f"note: {n}")
     if json_out:
         _emit_json(r)
     else:
@@ -81,9 +99,14 @@ def validate_cmd(
     size: Annotated[str, typer.Option("--size", help="Total bytes of the vm-scalability cases.")] = "1g",
     seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="page_fault1: minimum native seconds.")] = 1.0,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
+    suite: Annotated[
+        str, typer.Option("--suite", help="primitives (level 0: machine primitives), native (workloads on "
+                          "this host's kernel), or all.")
+    ] = "all",
     json_out: JsonOpt = False,
 ) -> None:
-    """Run the validation set natively and in simulation; native, simulated and error per case."""
+    """Validation suites: machine primitives against published and native measurements (level 0), and
+    the workload cases natively and in simulation; simulated, reference and error per row."""
     from mmsim.cli import _emit, _emit_json
     from mmsim.errors import UserError
     from mmsim.native.report import format_validate
@@ -94,7 +117,23 @@ def validate_cmd(
         parse_size(size)
     except ValueError:
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
-    rows = validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
+    if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
+        raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
+    suites = {"primitives", "native", "all"}
+    if suite not in suites:
+        raise UserError("--suite", suite, ", ".join(sorted(suites)))
+    from mmsim.machine import get_machine
+
+    get_machine(machine)  # a bad --machine fails before anything runs
+    rows: list[dict[str, Any]] = []
+    if suite in ("primitives", "all"):
+        from mmsim.native.primitives import validate_primitives
+
+        _progress("suite primitives")
+        rows += validate_primitives(machine, log=_progress)
+    if suite in ("native", "all"):
+        _progress("suite native")
+        rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
     if json_out:
         _emit_json(rows)
     else:

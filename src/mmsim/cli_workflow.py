@@ -8,9 +8,8 @@ calls one library function (:mod:`mmsim.experiments.compare`, ``sweep``,
 
 from __future__ import annotations
 
-import json
-import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -39,9 +38,9 @@ StoreOpt = Annotated[
 ]
 NoStoreOpt = Annotated[bool, typer.Option("--no-store", help="Do not read or write the results store.")]
 FreshOpt = Annotated[bool, typer.Option("--fresh", help="Re-run even the runs found in the store (and replace them).")]
-ProgressOpt = Annotated[
-    bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when a terminal).")
-]
+ProgressOpt = Annotated[bool | None, typer.Option(
+    "--progress/--no-progress",
+    help="Progress on stderr: a bar with ETA (default on a terminal; else one line per run).")]
 MaxEventsOpt = Annotated[str | None, typer.Option(
     "--max-events", help="Refuse a run estimated above N simulated events (default 2e8 or $MMSIM_MAX_EVENTS).")]
 MaxMemoryOpt = Annotated[str | None, typer.Option(
@@ -53,6 +52,9 @@ def guard_limits(max_events: str | None, max_memory: str | None, force: bool) ->
     """The resource guard's limits from the command's options, for the length of the command."""
     from mmsim.experiments import guard
 
+    for option, v in (("--max-events", max_events), ("--max-memory", max_memory)):
+        if v is not None and not (v.isascii() and v.isprintable() and len(v) <= 40):  # int() takes any digits
+            raise UserError(option, v, "ASCII, e.g. 2e8 (--max-events) or 8g (--max-memory)")
     return guard.override(max_events, max_memory, force)
 
 
@@ -62,30 +64,15 @@ def _store(path: str | None, no_store: bool) -> Store | None:
     return None if no_store else Store(path)
 
 
-def _progress(enabled: bool | None, label: str) -> tuple[AbstractContextManager[Any], Progress | None]:
-    """A rich progress bar (description, bar, done/total, elapsed, ETA) on stderr, and its update callback."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return nullcontext(), None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def _progress(enabled: bool | None, label: str, hold_first_batch: bool = False,
+              ) -> tuple[AbstractContextManager[Any], Progress | None]:
+    """Progress on stderr (:class:`mmsim.cli_progress.ProgressView`: a rich bar with ETA on a
+    terminal, one line per run otherwise, nothing with --no-progress) and the executors' callback."""
+    from mmsim.cli_progress import ProgressView
+    from mmsim.progress import from_counts
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-    task = bar.add_task(label, total=None)
-
-    def update(done: int, total: int, last: dict[str, Any]) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return bar, update
+    view = ProgressView(label, enabled, hold_first_batch)
+    return view, from_counts(view.hook, label)
 
 
 def _emit(doc: Any) -> None:
@@ -107,12 +94,10 @@ def _assign(option: str, values: list[str] | None) -> dict[str, str]:
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise UserError("INPUT", str(path), f"a readable JSON file ({e.strerror})") from None
-    except json.JSONDecodeError:
-        raise UserError("INPUT", str(path), "the --json output of mmsim compare, sweep, bisect or reproduce") from None
+    from mmsim import inputs
+
+    return inputs.load_json(path, f"INPUT {path}", "a JSON file",
+                            "the --json output of mmsim compare, sweep, bisect or reproduce")
 
 
 def register(app: typer.Typer) -> None:
@@ -120,10 +105,11 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("bisect")(bisect_cmd)
-    results_app = typer.Typer(help="The results store: list, export.", no_args_is_help=True)
+    results_app = typer.Typer(help="The results store: list, export, import.", no_args_is_help=True)
     results_app.command("list")(results_list_cmd)
     results_app.command("export")(results_export_cmd)
     results_app.command("path")(results_path_cmd)
+    results_app.command("import")(results_import_cmd)
     app.add_typer(results_app, name="results")
     app.command("plot")(plot_cmd)
     app.command("report")(report_cmd)
@@ -246,7 +232,7 @@ def bisect_cmd(
         ser = series_from_kernels(good, bad)
     else:
         raise UserError("--good/--bad", f"{good}/{bad}", "both --good and --bad, or --series FILE")
-    bar, cb = _progress(progress, f"bisect {workload}")
+    bar, cb = _progress(progress, f"bisect {workload}", hold_first_batch=True)  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
                    max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
@@ -273,6 +259,8 @@ def results_list_cmd(
     from mmsim.report.tables import Table, fmt_num
     from mmsim.results.store import Store
 
+    if limit < 1:
+        raise UserError("--limit", limit, "an integer >= 1")
     st = Store(store)
     filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
     if metric:
@@ -318,7 +306,36 @@ def results_path_cmd(store: StoreOpt = None) -> None:
     _emit([str(Store(store).path)])
 
 
+def results_import_cmd(
+    file: Annotated[Path, typer.Argument(help="Side file of unsaved runs named by a sweep whose store failed.")],
+    store: StoreOpt = None,
+) -> None:
+    """Load the runs a failed store write saved to a side file (.jsonl) into the store."""
+    from mmsim.results.store import Store, load_spilled
+
+    runs = load_spilled(file)
+    st = Store(store)
+    st.check(len(runs))
+    added = st.add(runs)
+    _emit([f"imported {added} new run(s) from {file} into {st.path} ({len(runs) - added} already stored)"])
+
+
 PLOTS = ("scaling", "profile", "locks")
+PLOT_TAKES = {"scaling": ("sweep",), "profile": ("compare",), "locks": ("compare", "sweep")}
+REPORT_TAKES = ("compare", "sweep", "bisect", "run", "reproduce")
+
+
+@contextmanager
+def _rendering(kind: str) -> Iterator[None]:
+    """Backstop behind :func:`mmsim.report.schema.check`: a field the schema does not model, missing or of
+    the wrong type in a hand-edited result, is still one error line."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        if isinstance(e, UserError):
+            raise
+        raise UserError(f"INPUT: {kind} result", f"{type(e).__name__} {str(e)[:60]}",
+                        f"the unedited --json output of mmsim {kind}") from None
 
 
 def plot_cmd(
@@ -330,24 +347,30 @@ def plot_cmd(
     x: Annotated[str | None, typer.Option("--x", help="scaling: the swept parameter on the x axis.")] = None,
 ) -> None:
     """Draw a plot from a saved compare or sweep (--json) to PNG or SVG."""
-    from mmsim.report import plots
+    from mmsim.report import schema
 
     if kind not in PLOTS:
         raise UserError("KIND", kind, PLOTS)
-    data = _load_json(input_)
+    data = _load_json(input_)  # before matplotlib is imported: a bad input fails fast
+    got = schema.check(data, f"plot {kind}", PLOT_TAKES[kind])
+    from mmsim.report import plots
+
     plots.check_output(output)
-    if kind == "scaling":
-        fig = plots.scaling(data, metric, x)
-    elif kind == "profile":
-        fig = plots.profile(data)
-    else:
-        fig = plots.lock_waits(data)
+    with _rendering(got):
+        if kind == "scaling":
+            fig = plots.scaling(data, metric, x)
+        elif kind == "profile":
+            fig = plots.profile(data)
+        else:
+            fig = plots.lock_waits(data)
     plots.save(fig, output)
     _emit([f"wrote {output}"])
 
 
 def report_cmd(
-    input_: Annotated[Path, typer.Argument(metavar="INPUT", help="--json output of compare/sweep/bisect/reproduce.")],
+    input_: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="--json output of compare/sweep/bisect/run/reproduce.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")],
 ) -> None:
     """Write a self-contained HTML report (tables, plots, mechanism lines) of a saved result."""
@@ -355,7 +378,12 @@ def report_cmd(
 
     if output.suffix not in (".html", ".htm"):
         raise UserError("--output", str(output), "a file name ending in .html")
-    page = html.report(_load_json(input_))
+    from mmsim.report import schema
+
+    data = _load_json(input_)
+    got = schema.check(data, "report", REPORT_TAKES)
+    with _rendering(got):
+        page = html.report(data)
     tmp = output.with_name(output.name + ".tmp")
     tmp.write_text(page)
     tmp.replace(output)

@@ -18,7 +18,18 @@ class UserError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}: invalid value {value!r}; allowed: {allowed}")
+        super().__init__(f"{field}: invalid value {_short_repr(value)}; allowed: {allowed}")
+
+
+MAX_VALUE_CHARS = 80  # an error quotes at most this much of a value (a whole file's text is never echoed)
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a self-referencing structure; an int too large to print
+        text = f"<a {type(value).__name__}>"
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
 
 
 class RunFailure(RuntimeError):

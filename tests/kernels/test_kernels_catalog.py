@@ -8,7 +8,7 @@ import pytest
 
 from mmsim.errors import UserError
 from mmsim.kernels import KERNELS, PATCHES, POLICIES, resolve
-from mmsim.kernels.catalog import load_kernel_yaml
+from mmsim.kernels.catalog import load_kernel_yaml, size_bytes
 
 V312 = {
     "spinlock": "ticket",
@@ -20,6 +20,7 @@ V312 = {
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
     "pcp_batch_cap": "512k",
+    "pcp_batch": "auto",
     "pcp_orders": "0",
     "pcp_high": "6xbatch",
     "percpu_pagelist_high_fraction": "0",
@@ -90,7 +91,7 @@ def test_patch_by_prefix(pid: str) -> None:
     k = resolve("v3.12", [pid])
     assert k.patches == ("e009bb30c8df",)
     assert k.policies == {**V312, "pmd_ptl": "split"}
-    assert k.name == f"v3.12+{pid}"
+    assert k.name == "v3.12+e009bb30c8df"  # the 12-character id however it was typed
 
 
 def test_patches_apply_in_order_on_top_of_the_kernel() -> None:
@@ -130,7 +131,44 @@ def test_bad_policy_value_names_the_field() -> None:
 def test_bad_integer_policy_value() -> None:
     with pytest.raises(UserError) as e:
         resolve("v3.13", overrides={"stat_interval_ms": "-5"})
-    assert (e.value.field, e.value.allowed) == ("--set.stat_interval_ms", "a non-negative integer")
+    assert (e.value.field, e.value.allowed) == (
+        "--set.stat_interval_ms", "an integer 0..2147483647 (proc_dointvec_jiffies: an int)")
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("pcp_batch", "127"), ("pcp_batch", "1"), ("pcp_batch", "auto"), ("pcp_batch", str(2**31 - 1)),
+    ("pcp_batch_cap", "2m"), ("pcp_batch_cap", "4k"), ("pcp_batch_cap", "512k"),
+    ("percpu_pagelist_high_fraction", "8"), ("percpu_pagelist_high_fraction", "0"),
+    ("numa_balancing_scan_delay_ms", str(2**32 - 1)),
+])
+def test_numeric_policy_takes_any_value_within_the_kernels_bounds(name: str, value: str) -> None:
+    assert resolve("v6.6", overrides={name: value}).policies[name] == value
+
+
+@pytest.mark.parametrize(("name", "value", "allowed"), [
+    ("pcp_batch", "0", "auto or an integer 1..2147483647 (zone_batchsize() clamps to >= 1; pcp->batch is an int)"),
+    ("pcp_batch", str(2**31), "auto or an integer 1..2147483647 (zone_batchsize() clamps to >= 1; "
+     "pcp->batch is an int)"),
+    ("pcp_batch", "12.5", "auto or an integer 1..2147483647 (zone_batchsize() clamps to >= 1; pcp->batch is an int)"),
+    ("pcp_batch_cap", "2x", "a size 4k..8t (k/m/g suffixes) (at least a page; cap / PAGE_SIZE / 4 fits the int "
+     "pcp->batch)"),
+    ("pcp_batch_cap", "1k", "a size 4k..8t (k/m/g suffixes) (at least a page; cap / PAGE_SIZE / 4 fits the int "
+     "pcp->batch)"),
+    ("percpu_pagelist_high_fraction", "7", "0 or an integer 8..2147483647 (MIN_PERCPU_PAGELIST_HIGH_FRACTION)"),
+    ("numa_balancing_scan_size_mb", "0", "an integer 1..4294967295 (unsigned int; 0 would divide by zero in "
+     "task_nr_scan_windows()'s round_up)"),
+])
+def test_numeric_policy_outside_the_kernels_bounds(name: str, value: str, allowed: str) -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v6.6", overrides={name: value})
+    assert (e.value.field, e.value.value, e.value.allowed) == (f"--set.{name}", value, allowed)
+
+
+def test_every_policy_names_its_kernel_source_and_every_default_passes_its_check() -> None:
+    for name, p in POLICIES.items():
+        assert p.source, name
+        assert p.kind in ("choice", "int", "size"), name
+        assert p.check(V312[name], "v3.12") == V312[name]
 
 
 def test_unicode_digit_is_not_a_non_negative_integer() -> None:
@@ -173,7 +211,7 @@ def test_kernel_yaml(tmp_path: Path) -> None:
     # Patches and overrides still apply on top of a YAML kernel.
     r2 = resolve(str(p), ["a33fda3"], {"thp": "always"})
     assert r2.policies == {**k.policies, "spinlock": "queued", "thp": "always"}
-    assert r2.name == "my-kernel+a33fda3,thp=always"
+    assert r2.name == "my-kernel+a33fda35e3a7,thp=always"
 
 
 def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
@@ -185,7 +223,7 @@ def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [
-        ("base: [unclosed\n", "k.yaml", "line 2"),
+        ("base: [unclosed\n", "k.yaml", "expected ',' or ']', but got '<stream end>' at line 2, column 1"),
         ("- v3.12\n", "k.yaml", "list"),
         ("base: v3.12\nflavour: vanilla\n", "k.yaml: flavour", "unknown key"),
         ("base: v9.9\n", "k.yaml: base", "v9.9"),
@@ -208,8 +246,8 @@ def test_missing_kernel_yaml(tmp_path: Path) -> None:
     p = tmp_path / "nope.yaml"
     with pytest.raises(UserError) as e:
         resolve(str(p))
-    assert (e.value.field, e.value.value) == ("kernel", str(p))
-    assert "readable kernel YAML file" in e.value.allowed
+    assert (e.value.field, e.value.value) == ("nope.yaml", str(p))
+    assert e.value.allowed == "a kernel YAML file that exists and is readable (No such file or directory)"
 
 
 def test_kernel_yaml_on_off_values(tmp_path: Path) -> None:
@@ -233,3 +271,51 @@ def test_hugetlb_rwsem_kernels_differ_only_by_the_policy() -> None:
     # the unmerged fix has no release: no release kernel picks it up, but --patch applies it
     assert "hugetlb-rwsem-if-shareable" not in resolve("v6.7").patches
     assert resolve("v5.7", ["hugetlb-rwsem-if-shareable"]).policies["hugetlb_i_mmap_rwsem"] == "if-shareable"
+
+
+def test_pcp_batch_and_cap_reach_the_page_allocator() -> None:
+    from mmsim.machine import get_machine
+    from mmsim.mm.page_alloc import zone_batchsize
+    from mmsim.mm.system import System
+
+    tiny = get_machine("tiny")
+    z = System(tiny, resolve("v6.6", overrides={"pcp_batch": "127"}), 0).page_alloc.zones[0]
+    # pcp->batch as set; zone_highsize: low watermark 986 / 4 CPUs = 246, at least 4 x 127
+    assert (z.batch, z.high) == (127, 508)
+    # a 2 MiB cap: 512 pages / 4 = 128 → rounddown_pow_of_two(192) - 1, on a zone of >= 2^19 pages
+    cap = size_bytes(resolve("v6.6", overrides={"pcp_batch_cap": "2m"}).policies["pcp_batch_cap"])
+    assert (cap, zone_batchsize(1 << 20, cap)) == (2 << 20, 127)
+    # tiny's 1 GiB zones: managed >> 10 = 256 pages caps it first
+    assert System(tiny, resolve("v6.6", overrides={"pcp_batch_cap": "2m"}), 0).page_alloc.zones[0].batch == 63
+
+
+def test_kernel_as_users_write_it() -> None:
+    from mmsim.kernels.catalog import resolve_kernel, split_kernel
+
+    assert split_kernel("v6.6+362d37a106dd+94a3bfe") == ("v6.6", ("362d37a106dd", "94a3bfe"))
+    assert split_kernel("c0d0381ade79+fix") == ("c0d0381ade79+fix", ())  # a catalogued name with a "+"
+    k = resolve_kernel("v6.6+362d37a106dd")
+    assert (k.name, k.patches[-1], k.policies["pcp_free_high_batch"]) == ("v6.6+362d37a106dd", "362d37a106dd", "llc")
+
+
+def test_patch_yaml_file(tmp_path: Path) -> None:
+    from mmsim.kernels.catalog import resolve_kernel
+
+    f = _write(tmp_path, "commit: batch127\nsubject: 'mm, pcp: a batch of 127'\nchanges:\n  pcp_batch: 127\n",
+               "b127.yaml")
+    k = resolve("v6.6", [str(f)])
+    assert (k.name, k.patches[-1], k.policies["pcp_batch"]) == ("v6.6+batch127", "batch127", "127")
+    assert resolve_kernel(f"v6.6+{f}").policies == k.policies
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("changes:\n  pcp_batch: 0\n", "b.yaml: changes.pcp_batch"),
+    ("changes:\n  nope: 1\n", "b.yaml: changes"),
+    ("changes: {}\n", "b.yaml: changes"),
+    ("commit: x\nchanges:\n  thp: never\nauthor: me\n", "b.yaml: author"),
+    ("- a\n", "b.yaml"),
+])
+def test_bad_patch_yaml_is_a_user_error(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(UserError) as e:
+        resolve("v6.6", [str(_write(tmp_path, text, "b.yaml"))])
+    assert e.value.field == field

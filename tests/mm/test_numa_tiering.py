@@ -93,7 +93,7 @@ def test_tiering_hot_threshold_and_rate_limit_when_dram_is_tight() -> None:
 def test_latency_and_memmap_nodes() -> None:
     s, _mm, _vma, _t = _setup("1")
     assert mem_latency_ns(s, 0, 0) == 81.0
-    assert mem_latency_ns(s, 0, 1) == pytest.approx(81.0 * 21 / 10)  # remote DRAM, SLIT-scaled
+    assert mem_latency_ns(s, 0, 1) == 140.4  # remote DRAM: MLC on Gold 6240 (remote_latency_ns)
     assert mem_latency_ns(s, 0, 2) == 305.0  # Optane on the CPU's socket
     assert mem_latency_ns(s, 0, 3) == pytest.approx(305.0 * 28 / 17)
     assert [memmap_node(s, n) for n in range(4)] == [0, 1, 0, 1]

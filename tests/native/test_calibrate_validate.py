@@ -15,14 +15,21 @@ from mmsim.machine import yamlio
 from mmsim.machine.host import detect_host, host_machine
 from mmsim.native.calibrate import build_machine, calibrate
 
+
+def _st(median: float, low: float = 0.95) -> dict[str, float]:
+    """A microbench.Stat dict: tight (p10 = 95% of the median) unless ``low`` says otherwise."""
+    return {"median": median, "p10": median * low, "p25": median * 0.98, "p75": median * 1.02,
+            "spread_pct": 4.0, "low_spread_pct": round(100 * (1 - low), 1), "samples": 31}
+
+
 RAW: dict[str, Any] = {
     "fault_4k_ns": 1500.0,
     "fault_thp_ns": 204800.0,  # 2 MiB in 204.8 us = 10.24 GB/s
     "core_bw_gbs": {"read": 12.0, "write": 8.0, "copy": 14.0},
     "all_cpu_bw_gbs": {"read": 30.0, "write": 18.0},
-    "pairs": {"socket": {"cpus": [0, 1], "line_xfer_ns": 80.0}},
-    "ctx_switch_ns": 1000.0,
-    "futex_wake_ns": 6000.0,
+    "pairs": {"socket": {"cpus": [0, 1], "line_xfer_ns": _st(80.0)}},
+    "ctx_switch_ns": _st(1000.0),
+    "futex_wake_ns": _st(6000.0),
 }
 
 
@@ -41,10 +48,39 @@ def test_build_machine_derives_each_field_from_its_measurement() -> None:
     assert yamlio.dict_to_machine(yamlio.machine_to_dict(m)) == m
 
 
-def test_residual_at_or_below_zero_is_floored_and_noted() -> None:
-    m, notes = build_machine({**RAW, "fault_4k_ns": 100.0}, detect_host())
-    assert m.cost.page_fault_ns == 1.0
-    assert any("page_fault_ns residual" in n for n in notes)
+def test_residual_at_or_below_zero_keeps_the_estimate_and_says_so() -> None:
+    base = detect_host()
+    m, notes = build_machine({**RAW, "fault_4k_ns": 100.0}, base)
+    assert m.cost.page_fault_ns == base.cost.page_fault_ns  # no floor value
+    assert any(n.startswith("page_fault_ns: residual") for n in notes)
+    assert m.cost.sources["page_fault_ns"].startswith("estimate kept")
+
+
+def test_noisy_or_negative_wakeup_keeps_the_estimate() -> None:
+    base = detect_host()
+    m, notes = build_machine({**RAW, "futex_wake_ns": _st(6000.0, low=0.5)}, base)  # lower half too wide
+    assert m.cost.wakeup_ns == base.cost.wakeup_ns and any(n.startswith("wakeup_ns:") for n in notes)
+    m, notes = build_machine({**RAW, "futex_wake_ns": _st(900.0)}, base)  # cross-CPU below one-CPU
+    assert m.cost.wakeup_ns == base.cost.wakeup_ns and m.cost.sources["wakeup_ns"].startswith("estimate kept")
+
+
+def test_failed_line_measurement_keeps_the_estimate() -> None:
+    base = detect_host()
+    m, notes = build_machine({**RAW, "pairs": {"socket": {"cpus": [0, 1], "line_xfer_ns": None}}}, base)
+    assert m.cost.line_xfer_socket_ns == base.cost.line_xfer_socket_ns
+    assert any(n.startswith("line_xfer_socket_ns: measurement failed") for n in notes)
+
+
+def test_chase_latencies_replace_estimates_only_in_order() -> None:
+    chase = {"L1d": {"bytes": 1, **_st(1.0)}, "L2": {"bytes": 1, **_st(4.0)}, "L3": {"bytes": 1, **_st(300.0)},
+             "DRAM": {"bytes": 1 << 28, **_st(150.0)}}
+    base = detect_host()
+    m, notes = build_machine({**RAW, "chase_ns": chase}, base)
+    lat = {c.name: c.latency_ns for c in m.caches}
+    assert lat["L1d"] == 1.0 and lat["L2"] == 4.0
+    assert lat["L3"] == base.cache("L3").latency_ns  # slower than DRAM: not an L3 plateau, estimate kept
+    assert m.nodes[0].latency_ns == 150.0
+    assert any(n.startswith("caches L3 latency_ns") for n in notes)
 
 
 def test_calibrate_writes_the_file_the_host_preset_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,13 +110,17 @@ def test_closest_kernel() -> None:
 def test_validation_set_is_the_issue_list() -> None:
     cs = val.cases()
     names = [c.name for c in cs]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == 11
     w = {(c.workload, c.params.get("nr_task"), c.thp) for c in cs}
     for n in ("1", "2"):
         assert ("vm-scalability/anon-w-seq", n, "never") in w
         assert ("vm-scalability/anon-w-seq", n, "always") in w
+    assert ("vm-scalability/anon-r-seq", "1", "never") in w
+    assert ("vm-scalability/anon-cow-seq", "2", "always") in w
     assert ("will-it-scale/page_fault1", "2", "never") in w
     assert any(c.workload == "lmbench/bw_unix" and c.params == {"pairs": "1"} for c in cs)
+    assert any(c.workload == "pmbench" and c.params["pattern"] == "uniform" and c.params["jobs"] == "1" for c in cs)
+    assert any(c.workload == "thp_memscale" and c.params["threads"] == "2" and c.thp == "always" for c in cs)
 
 
 ALL_CASES = val.cases
@@ -118,11 +158,13 @@ def test_validate_error_pct(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_validate_cli_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases(size, seconds))
-    code = main(["validate", "--machine", "tiny", "--size", "16m", "--seconds", "0.05", "--repeats", "1", "--json"])
+    code = main(["validate", "--suite", "native", "--machine", "tiny", "--size", "16m", "--seconds", "0.05",
+                 "--repeats", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert [sorted({"case", "native", "simulated", "error_pct"} & set(r)) for r in out] == \
         [["case", "error_pct", "native", "simulated"]] * 2
+    assert all(r["suite"] == "native" and r["ok"] == (abs(r["error_pct"]) <= 25.0) for r in out)
 
 
 def test_validate_bad_machine_fails_first(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,11 +26,10 @@ trustworthy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from mmsim.errors import UserError
 from mmsim.experiments import stats
@@ -53,16 +52,13 @@ class Series:
 
 
 def load_series(path: str | Path) -> Series:
+    from mmsim import inputs
+
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError("--series", str(path), f"a readable series YAML file ({e.strerror})") from None
-    except (yaml.YAMLError, UnicodeDecodeError):
-        raise UserError("--series", str(path), "a YAML mapping with base and patches") from None
+    data: Any = inputs.load_yaml(p, f"--series {p.name}", "a series YAML file", "a YAML mapping with base and patches")
     if not isinstance(data, dict) or set(data) - {"base", "patches", "description"}:
         extra = sorted(map(str, set(data) - {"base", "patches", "description"})) if isinstance(data, dict) else []
-        raise UserError(f"{p.name}", f"unknown key {extra[0]!r}" if extra else type(data).__name__,
+        raise UserError(f"{p.name}", f"unknown key {inputs.quote_key(extra[0])!r}" if extra else type(data).__name__,
                         "a YAML mapping with keys base, patches (and description)")
     patches = data.get("patches")
     if not isinstance(patches, list) or not patches:
@@ -169,8 +165,13 @@ def bisect(
 ) -> Bisection:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
-    if threshold_pct <= 0:
-        raise UserError("--threshold", threshold_pct, "a percentage > 0")
+    if not (math.isfinite(threshold_pct) and threshold_pct > 0):  # nan compares False: a +0.0% step was "bad"
+        raise UserError("--threshold", threshold_pct, "a finite percentage > 0")
+    for option, bound in (("--max-stddev", max_stddev_pct), ("--max-spread", max_spread_pct)):
+        if not (math.isfinite(bound) and bound >= 0):
+            raise UserError(option, bound, "a finite percentage >= 0")
+    if max_runs is not None and max_runs < 1:
+        raise UserError("--max-runs", max_runs, "an integer >= 1 (default 3 x --runs)")
     max_runs = max(max_runs or 3 * runs, runs)
     executed = 0
 

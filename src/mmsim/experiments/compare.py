@@ -13,13 +13,16 @@ the patches that separate the arms, like the robot's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
 from mmsim.experiments import stats
 from mmsim.experiments.executors import Progress, canonical, parse_kernel, run_many, with_seeds
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -102,6 +105,29 @@ class Comparison:
     @property
     def regression(self) -> bool:
         return any(r.benchmark and r.change.verdict == "regression" for r in self.rows)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per metric: each arm's mean and %stddev (``KERNEL mean``, ``KERNEL %stddev``), the
+        %change, LKP's rule, Welch's p, significance and the verdict."""
+        import pandas as pd
+
+        rows = []
+        for r in self.rows:
+            c = r.change
+            rows.append({"metric": r.metric, "benchmark": r.benchmark,
+                         f"{self.a.label} mean": c.a.mean, f"{self.a.label} %stddev": c.a.pct_stddev,
+                         f"{self.b.label} mean": c.b.mean, f"{self.b.label} %stddev": c.b.pct_stddev,
+                         "%change": _finite(c.pct_change), "lkp_changed": c.lkp, "welch_p": c.welch_p,
+                         "significant": c.significant, "verdict": c.verdict or None})
+        return pd.DataFrame(rows)
+
+    def runs_frame(self) -> pd.DataFrame:
+        """Every run of both arms: :func:`mmsim.experiments.run.frame` plus an ``arm`` column."""
+        from mmsim.experiments.run import frame
+
+        df = frame(self.a.results + self.b.results)
+        df.insert(0, "arm", [self.a.label] * len(self.a.results) + [self.b.label] * len(self.b.results))
+        return df
 
     def row(self, metric: str) -> Row:
         for r in self.rows:

@@ -33,6 +33,7 @@ one store, workers killed mid-sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -47,7 +48,7 @@ from typing import Any
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
 from mmsim.experiments.run import RunSpec, run
-from mmsim.results.store import Store, StoredRun, spec_hash
+from mmsim.results.store import Store, StoredRun, spec_hash, spill
 
 EXECUTORS = ("serial", "process", "dask")
 # Finished runs are written to the store every this many seconds: one DuckDB
@@ -68,14 +69,10 @@ Progress = Callable[[int, int, dict[str, Any]], None]  # (done, total, last resu
 
 
 def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
-    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
-    path is taken whole."""
-    from mmsim.kernels.catalog import KERNELS
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches): :func:`mmsim.kernels.catalog.split_kernel`."""
+    from mmsim.kernels.catalog import split_kernel
 
-    if text in KERNELS or Path(text).is_file() or text.endswith((".yaml", ".yml")):
-        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
-    base, *patches = text.split("+")
-    return base, tuple(p for p in patches if p)
+    return split_kernel(text)
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
@@ -107,7 +104,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     """
     import mmsim
     import mmsim.machine as _machine
-    from mmsim.kernels.catalog import resolve
+    from mmsim.kernels.catalog import resolve_kernel as resolve
     from mmsim.mm.system import System
     from mmsim.workloads.base import get_workload, resolve_params
 
@@ -124,7 +121,11 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": w.name,
         "machine": m.name,
+        # the resolved machine's full content, not its name: `-m host` is whatever host.yaml says now
+        # (mmsim calibrate rewrites it); a YAML file counts by what it defines, not by its bytes
+        "machine_content": machine_content(m),
         "kernel": k.name,
+        "patches": list(k.patches),
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
         "mmsim_version": mmsim.__version__,
@@ -132,10 +133,18 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     }
     if spec.exact:  # event by event: a different result from the default fast-forward (metrics/sampling.py)
         out["exact"] = True
-    for key, name in (("machine_file", spec.machine), ("kernel_file", spec.kernel)):
-        if Path(name).is_file():
-            out[key] = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+    if Path(spec.kernel).is_file():
+        out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
     return out
+
+
+def machine_content(m: Any) -> str:
+    """SHA-256 (16 hex digits) of every field of a resolved Machine (topology, caches, nodes, cost model)."""
+    import dataclasses
+    import json
+
+    blob = json.dumps(dataclasses.asdict(m), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _work(spec: RunSpec) -> dict[str, Any]:
@@ -161,12 +170,7 @@ def execute(
     scheduler: str | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(index, result dict)`` for every spec, in completion order."""
-    if executor not in EXECUTORS:
-        raise UserError("--executor", executor, EXECUTORS)
-    if workers is not None and workers < 1:
-        raise UserError("--workers", workers, "an integer >= 1")
-    if scheduler and executor != "dask":
-        raise UserError("--scheduler", scheduler, "only with --executor dask")
+    check_executor(executor, workers, scheduler)
     if not specs:
         return
     if executor == "serial" or (executor == "process" and (workers == 1 or len(specs) == 1)):
@@ -176,6 +180,20 @@ def execute(
         yield from _process(specs, workers or _ncpus())
     else:
         yield from _dask(specs, workers, scheduler)
+
+
+def check_executor(executor: str, workers: int | None, scheduler: str | None) -> None:
+    """UserError for an unknown executor, a worker count < 1 or a scheduler without Dask."""
+    if executor not in EXECUTORS:
+        raise UserError("--executor", executor, EXECUTORS)
+    if workers is not None and workers < 1:
+        raise UserError("--workers", workers, "an integer >= 1")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler", scheduler, "only with --executor dask")
+    if scheduler:
+        from mmsim.inputs import check_scheduler
+
+        check_scheduler(scheduler)
 
 
 def _ncpus() -> int:
@@ -237,8 +255,6 @@ def _dask(specs: Sequence[RunSpec], workers: int | None, scheduler: str | None) 
     from distributed import Client, KilledWorker, LocalCluster, as_completed
 
     if scheduler:
-        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-            raise UserError("--scheduler", scheduler, "a Dask scheduler address like tcp://HOST:8786")
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as e:
@@ -271,7 +287,12 @@ class _Writer:
     """Records finished runs in the store in batches: a background thread writes
     whatever has arrived every ``FLUSH_SECONDS``, ``close()`` writes the rest. So
     a hard kill loses at most the last ``FLUSH_SECONDS`` of finished runs, and
-    a sweep of short runs does not pay one transaction per run."""
+    a sweep of short runs does not pay one transaction per run.
+
+    When a write fails (disk full, I/O error, damage), no computed run is
+    dropped: that batch and every later one go to a side file
+    (:func:`mmsim.results.store.spill`), and ``close()`` ends the sweep with
+    one line naming the cause and the file for ``mmsim results import``."""
 
     def __init__(self, store: Store | None, replace: bool) -> None:
         self.store, self.replace = store, replace
@@ -279,6 +300,9 @@ class _Writer:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        self.failed: BaseException | None = None  # the store write that failed
+        self.side: Path | None = None  # where the runs went instead
+        self.spilled = 0
 
     def put(self, run: StoredRun) -> None:
         if self.store is None:
@@ -293,8 +317,17 @@ class _Writer:
 
     def flush(self) -> None:
         with self.lock:
-            if self.pending and self.store is not None:
-                self.store.add(self.pending, replace=self.replace)  # all or nothing: kept on failure
+            if not self.pending or self.store is None:
+                return
+            if self.failed is None:
+                try:
+                    self.store.add(self.pending, replace=self.replace)  # all or nothing
+                    self.pending = []
+                    return
+                except Exception as e:  # whatever the cause, the runs must not be lost
+                    self.failed = e
+            self.side = spill(self.pending, self.store.path, self.side)  # OSError: nowhere left to put them
+            self.spilled += len(self.pending)
             self.pending = []
 
     def _loop(self) -> None:
@@ -310,6 +343,14 @@ class _Writer:
         if self.thread is not None:
             self.thread.join()
         self.flush()
+        if self.failed is not None and self.store is not None:
+            from mmsim.results.store import StoreError
+
+            e = self.failed
+            cause = e.cause if isinstance(e, StoreError) else " ".join(str(e).split()) or type(e).__name__
+            raise StoreError(f"results store {self.store.path}: write failed ({cause}); the {self.spilled} "
+                             f"computed run(s) not stored are in {self.side}: load them with "
+                             f"mmsim results import {self.side} --store {self.store.path}")
 
 
 def flush_seconds() -> float:
@@ -342,8 +383,11 @@ def run_many(
     every ``FLUSH_SECONDS``, and always before returning or unwinding).
     """
     canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    check_executor(executor, workers, scheduler)
     if store is not None:
         flush_seconds()  # and the writer's interval
+        # before any run: it opens (writable, every row readable) and has room; StoreError / UserError
+        store.check(0 if store.path.exists() else len(specs))
     keys = [(spec_hash(c), s.seed) for c, s in zip(canon, specs, strict=True)]
     results: list[dict[str, Any] | None] = [None] * len(specs)
     if store is not None and not fresh:
@@ -351,6 +395,8 @@ def run_many(
         for i, k in enumerate(keys):
             results[i] = found.get(k)
     todo = [i for i, r in enumerate(results) if r is None]
+    if store is not None:
+        store.check_space(len(todo))  # room for the runs to come
     done = len(specs) - len(todo)
     if progress:
         progress(done, len(specs), {})
@@ -363,8 +409,14 @@ def run_many(
             done += 1
             if progress:
                 progress(done, len(specs), res)
-    finally:
-        writer.close()  # also on Ctrl-C or an error: every finished run is kept
+    except BaseException:
+        with contextlib.suppress(Exception):  # every finished run is kept (stored or spilled); the first
+            writer.close()  # error (Ctrl-C, a failed run) is the one reported
+        if writer.failed is not None:
+            log.warning("mmsim: results store %s: write failed; %d computed run(s) are in %s (mmsim results "
+                        "import)", store.path if store else "", writer.spilled, writer.side)
+        raise
+    writer.close()  # StoreError naming the side file when the store failed
     return [r for r in results if r is not None], len(todo)
 
 

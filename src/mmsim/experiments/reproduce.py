@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
-from mmsim.experiments.run import RunResult, RunSpec, run
+from mmsim.experiments.run import RunResult, RunSpec, record, run
+
+if TYPE_CHECKING:
+    from mmsim.progress import ProgressHook
+    from mmsim.results.store import Store
 
 
 @dataclass
@@ -121,26 +125,27 @@ def _load() -> None:
         importlib.import_module(f"mmsim.experiments.{m}")
 
 
-ArmHook = Callable[[str, str, str], None]  # (event "start" / "end", experiment id, arm name)
-
-
 def reproduce(
     ids: list[str] | None = None,
     seed: int = 0,
+    store: Store | None = None,
+    progress: ProgressHook | None = None,
     exact: bool = False,
     workers: int | None = None,
-    on_arm: ArmHook | None = None,
 ) -> list[Outcome]:
-    """Run every arm of each named experiment (all when ``ids`` is empty).
+    """Run every arm of each named experiment (all when ``ids`` is empty); each arm's run is put
+    into ``store`` when given, and ``progress`` hears each arm's start and end.
 
     The arms of all experiments go to one process pool (``workers``
     processes, default: the CPUs this process may use; 1 = in this process,
     in order), longest first. A run depends only on its spec and seed, so the
     results are the same on any number of workers. ``exact``: every operation
-    an event (no fast-forward, :mod:`mmsim.metrics.sampling`). ``on_arm`` is
-    told when each arm starts (is handed to a worker) and ends.
+    an event (no fast-forward, :mod:`mmsim.metrics.sampling`). On a pool, an
+    arm "starts" when a worker is free for it (the pool takes the queue in
+    order).
     """
     from mmsim.experiments import executors
+    from mmsim.progress import ProgressEvent
 
     _load()
     names = list(ids) if ids else list(EXPERIMENTS)
@@ -151,30 +156,44 @@ def reproduce(
     for n in names:
         for arm, spec in EXPERIMENTS[n].arms.items():
             jobs.append((n, arm, RunSpec(**{**spec.__dict__, "seed": seed, "exact": exact})))
-    for _, _, spec in jobs:
-        executors.canonical(spec)  # validate and apply the guard to every arm before any runs
+    # validate and apply the guard to every arm before any runs
+    canon = [executors.canonical(spec) for _, _, spec in jobs]
     # longest first (the pool's makespan); the order of the results does not depend on it
     order = sorted(range(len(jobs)), key=lambda j: (-_weight(jobs[j][0]), j))
+    total = len(jobs)
+    done = 0
+
+    def started(j: int) -> None:
+        if progress:
+            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "start", done, total))
+
+    def ended(j: int, r: RunResult) -> None:
+        nonlocal done
+        record(store, [(jobs[j][2], r.to_dict())], [canon[j]])
+        done += 1
+        if progress:
+            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "end", done, total,
+                                   float(r.sim["wall_seconds"])))
+
     results: dict[int, RunResult] = {}
-    n_workers = workers if workers is not None else executors._ncpus()
+    n_workers = min(workers if workers is not None else executors._ncpus(), total)
     if n_workers <= 1:
         for j in order:
-            exp_id, arm, spec = jobs[j]
-            if on_arm:
-                on_arm("start", exp_id, arm)
-            results[j] = run(spec, guard=False)
-            if on_arm:
-                on_arm("end", exp_id, arm)
+            started(j)
+            results[j] = run(jobs[j][2], guard=False)
+            ended(j, results[j])
     else:
-        if on_arm:
-            for j in order:
-                on_arm("start", jobs[j][0], jobs[j][1])
+        for j in order[:n_workers]:
+            started(j)
+        queued = iter(order[n_workers:])
         specs = [jobs[j][2] for j in order]
         for k, d in executors.execute(specs, "process", workers=n_workers):
             j = order[k]
             results[j] = RunResult(**d)
-            if on_arm:
-                on_arm("end", jobs[j][0], jobs[j][1])
+            ended(j, results[j])
+            nxt = next(queued, None)
+            if nxt is not None:
+                started(nxt)
     out = []
     j = 0
     for n in names:

@@ -5,16 +5,22 @@ reproduce) is built from."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import mmsim.machine as _machine
 from mmsim.errors import UserError
 from mmsim.experiments import guard as _guard
-from mmsim.kernels.catalog import resolve
+from mmsim.kernels.catalog import resolve_kernel
 from mmsim.metrics.events import PerfEvent
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mmsim.progress import ProgressHook
+    from mmsim.results.store import Store
 
 PROFILE_LINES = 30
 
@@ -67,6 +73,11 @@ class RunResult:
             "command": self.command,
         }
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row: workload, machine, kernel, seed, each parameter (``param.NAME``), each policy
+        (``policy.NAME``) and every flat metric (benchmark, perf-stat, proc-vmstat, lock_stat...)."""
+        return frame([self.to_dict()])
+
     def lock_wait_share(self, name: str) -> float:
         """Share of all CPU time spent waiting for lock class ``name``."""
         total = self.perf["task-clock"] * 1e6
@@ -85,7 +96,7 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     w = get_workload(spec.workload)
     params = resolve_params(w, spec.params)
     machine = _machine.get_machine(spec.machine)
-    kernel = resolve(spec.kernel, list(spec.patches), spec.policies)
+    kernel = resolve_kernel(spec.kernel, spec.patches, spec.policies)  # BASE+PATCH+... allowed
     if guard:
         _guard.check(w.name, params, machine, kernel.policies, spec.exact)
     system = System(machine, kernel, spec.seed, exact=spec.exact)
@@ -94,6 +105,70 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     system.engine.run()
     wall = time.perf_counter() - t0
     return _result(spec, system, w, params, wall)
+
+
+def frame(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Runs (``RunResult.to_dict()``) as a DataFrame: a row per run, parameters and policies as
+    ``param.*`` / ``policy.*`` columns (typed values, not JSON text), then the flat metrics."""
+    import pandas as pd
+
+    from mmsim.results.store import flat_metrics
+
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {k: r.get(k) for k in ("workload", "machine", "kernel", "seed")}
+        row.update({f"param.{k}": v for k, v in (r.get("params") or {}).items()})
+        row.update({f"policy.{k}": v for k, v in (r.get("policies") or {}).items()})
+        row.update(flat_metrics(r))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def record(store: Store | None, pairs: list[tuple[RunSpec, dict[str, Any]]],
+           canon: list[dict[str, Any]] | None = None) -> int:
+    """Put finished runs (spec, ``RunResult.to_dict()``) into the results store, keyed as
+    :func:`mmsim.experiments.executors.run_many` keys them (a run with the same inputs and seed is
+    replaced); ``canon``: the specs' :func:`~mmsim.experiments.executors.canonical` forms, if known.
+    Returns how many were stored."""
+    if store is None or not pairs:
+        return 0
+    from mmsim.experiments.executors import canonical
+    from mmsim.results.store import StoredRun, spec_hash
+
+    runs = []
+    for i, (spec, res) in enumerate(pairs):
+        c = canon[i] if canon else canonical(spec)
+        runs.append(StoredRun(spec_hash(c), c, spec.seed, res))
+    store.add(runs, replace=True)
+    return len(runs)
+
+
+def run_repeated(spec: RunSpec, runs: int = 1, store: Store | None = None,
+                 progress: ProgressHook | None = None) -> list[RunResult]:
+    """``perf stat -r N``: ``spec`` with seeds seed, seed + 1, ..., each run, stored (unless ``store``
+    is None) as it finishes, with a progress event at each run's start and end. Everything is
+    validated (and the store opened) before the first run starts."""
+    from mmsim.experiments.executors import canonical
+    from mmsim.progress import ProgressEvent
+
+    if runs < 1:
+        raise UserError("-r/--repeat", runs, "an integer >= 1")
+    specs = [replace(spec, seed=spec.seed + i) for i in range(runs)]
+    canon = [canonical(s) for s in specs[:1]] * runs  # the seed is not part of the canonical inputs
+    if store is not None:
+        store.count()  # a bad --store fails here, before anything runs
+    out: list[RunResult] = []
+    what = f"run {spec.workload}"
+    for i, s in enumerate(specs):
+        arm = f"{canon[i]['kernel']} seed {s.seed}"
+        if progress:
+            progress(ProgressEvent(what, arm, "start", i, runs))
+        r = run(s, guard=False)  # canonical() ran the guard
+        out.append(r)
+        record(store, [(s, r.to_dict())], [canon[i]])
+        if progress:
+            progress(ProgressEvent(what, arm, "end", i + 1, runs, float(r.sim["wall_seconds"])))
+    return out
 
 
 def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall: float) -> RunResult:

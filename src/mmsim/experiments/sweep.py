@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
 from mmsim.experiments import stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def parse_grid(params: dict[str, str]) -> dict[str, list[str]]:
@@ -70,6 +73,18 @@ class Sweep:
     points: list[Point]
     executed: int
     executor: str
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per point and seed: machine, kernel, the swept parameters (``param.NAME``), seed
+        and every flat metric of that run."""
+        import pandas as pd
+
+        rows = []
+        for p in self.points:
+            for seed, m in zip(p.seeds, p.runs, strict=True):
+                rows.append({"machine": p.machine, "kernel": p.kernel,
+                             **{f"param.{k}": v for k, v in p.params.items()}, "seed": seed, **m})
+        return pd.DataFrame(rows)
 
     def to_dict(self) -> dict[str, Any]:
         bench = sorted({m for p in self.points for m in p.benchmark})

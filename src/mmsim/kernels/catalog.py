@@ -14,94 +14,185 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mmsim.errors import UserError
+
+INT_MAX = 2**31 - 1  # C int: pcp->batch, proc_dointvec_minmax sysctls
+UINT_MAX = 2**32 - 1  # u32: the debugfs numa_balancing knobs (debugfs_create_u32, v5.10+)
+PAGE_SIZE = 4096
+
+
+def size_bytes(value: str) -> int:
+    """A policy size (``512k``, ``1m``, ``2m``, ``4096``): the kernel's ``memparse`` (powers of 1024)."""
+    from mmsim.workloads.vm_scalability import memparse
+
+    return memparse(value)
 
 
 @dataclass(frozen=True)
 class Policy:
+    """One modelled kernel behaviour.
+
+    ``kind`` is ``choice`` (one of ``allowed``), ``int`` (an integer in
+    ``lo..hi``, or one of ``special``) or ``size`` (bytes with k/m/g, in
+    ``lo..hi`` bytes). The bounds are the kernel's own: the sysctl's
+    ``extra1``/``extra2``, the C type, or the clamp the kernel function
+    applies; ``bound`` says which. ``source`` names the kernel code modelled.
+    """
+
     name: str
-    allowed: tuple[str, ...]  # empty: a non-negative integer
+    allowed: tuple[str, ...]  # kind "choice": the values
     help: str
+    source: str = ""
+    kind: str = "choice"
+    lo: int = 0
+    hi: int = INT_MAX
+    special: tuple[str, ...] = ()
+    bound: str = ""
+
+    def describe(self) -> str:
+        """The allowed values, as an error message or ``mmsim policies`` shows them."""
+        if self.kind == "choice":
+            return ", ".join(self.allowed)
+        if self.kind == "size":
+            rng = f"a size {_fmt_size(self.lo)}..{_fmt_size(self.hi)} (k/m/g suffixes)"
+        else:
+            rng = f"an integer {self.lo}..{self.hi}"
+        extra = " or ".join(self.special)
+        return (f"{extra} or " if extra else "") + rng + (f" ({self.bound})" if self.bound else "")
 
     def check(self, value: str, where: str) -> str:
-        value = str(value)
-        if self.allowed:
+        value = str(value).strip()
+        if self.kind == "choice":
             if value not in self.allowed:
                 raise UserError(f"{where}.{self.name}", value, self.allowed)
-        elif not (value.isascii() and value.isdigit()):
-            raise UserError(f"{where}.{self.name}", value, "a non-negative integer")
+            return value
+        if value in self.special:
+            return value
+        try:
+            if self.kind == "size":
+                n = size_bytes(value)
+            elif value.isascii() and value.lstrip("-").isdigit():
+                n = int(value)
+            else:
+                raise ValueError(value)
+        except ValueError:
+            raise UserError(f"{where}.{self.name}", value, self.describe()) from None
+        if not self.lo <= n <= self.hi:
+            raise UserError(f"{where}.{self.name}", value, self.describe())
         return value
+
+
+def _fmt_size(n: int) -> str:
+    for shift, unit in ((40, "t"), (30, "g"), (20, "m"), (10, "k")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _num(name: str, help: str, source: str, lo: int = 0, hi: int = INT_MAX, bound: str = "",
+         kind: str = "int", special: tuple[str, ...] = ()) -> Policy:
+    return Policy(name, (), help, source, kind, lo, hi, special, bound)
 
 
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("spinlock", ("ticket", "queued"),
-               "spinlock implementation: ticket (x86 v2.6.25..v4.1) or queued/MCS (qspinlock, v4.2+)"),
+               "spinlock implementation: ticket (x86 v2.6.25..v4.1) or queued/MCS (qspinlock, v4.2+)",
+               "arch/x86/include/asm/spinlock.h; kernel/locking/qspinlock.c"),
         Policy("pmd_ptl", ("mm", "split"),
-               "PMD-level page table lock: mm->page_table_lock, or one per PMD table (e009bb30c8df, v3.13)"),
+               "PMD-level page table lock: mm->page_table_lock, or one per PMD table (e009bb30c8df, v3.13)",
+               "include/linux/mm.h pmd_lockptr()"),
         Policy("pte_ptl", ("split", "mm"),
-               "PTE-level page table lock: one per PTE table (USE_SPLIT_PTE_PTLOCKS) or mm-wide"),
-        Policy("thp", ("always", "madvise", "never"), "/sys/kernel/mm/transparent_hugepage/enabled"),
+               "PTE-level page table lock: one per PTE table (USE_SPLIT_PTE_PTLOCKS) or mm-wide",
+               "include/linux/mm.h pte_lockptr()"),
+        Policy("thp", ("always", "madvise", "never"), "/sys/kernel/mm/transparent_hugepage/enabled",
+               "mm/huge_memory.c enabled_store()"),
         Policy("rwsem_spin_on_owner", ("off", "on"),
-               "rwsem writer optimistic spinning (4fc828e24cd9, v3.16)"),
+               "rwsem writer optimistic spinning (4fc828e24cd9, v3.16)",
+               "kernel/locking/rwsem-xadd.c rwsem_optimistic_spin()"),
         Policy("hugetlb_fault_lock", ("instantiation-mutex", "fault-mutex-table"),
-               "hugetlb fault serialisation: one global mutex, or the hashed table (8382d914ebf7, v3.15)"),
+               "hugetlb fault serialisation: one global mutex, or the hashed table (8382d914ebf7, v3.15)",
+               "mm/hugetlb.c hugetlb_fault()"),
         Policy("nr_ptes_atomic", ("off", "on"),
-               "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL"),
-        Policy("stat_interval_ms", (), "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms)"),
-        Policy("pcp_batch_cap", ("512k", "1m"),
-               "zone_batchsize cap: 512 KiB (batch 31), 1 MiB after d8a759b57035 (batch 63), v4.19"),
+               "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL",
+               "include/linux/mm_types.h struct mm_struct"),
+        _num("stat_interval_ms", "vmstat_update period (sysctl vm.stat_interval, default HZ = 1000 ms); 0: off",
+             "mm/vmstat.c vmstat_update()", 0, INT_MAX, "proc_dointvec_jiffies: an int"),
+        _num("pcp_batch_cap", "zone_batchsize cap: 512 KiB (batch 31), 1 MiB after d8a759b57035 (batch 63), v4.19",
+             "mm/page_alloc.c zone_batchsize()", PAGE_SIZE, 1 << 43,
+             "at least a page; cap / PAGE_SIZE / 4 fits the int pcp->batch", kind="size"),
+        _num("pcp_batch", "pcp->batch: auto (zone_batchsize() of the zone and pcp_batch_cap) or this many pages",
+             "mm/page_alloc.c zone_batchsize(), pageset_update()", 1, INT_MAX,
+             "zone_batchsize() clamps to >= 1; pcp->batch is an int", special=("auto",)),
         Policy("pcp_orders", ("0", "0-3+thp"),
-               "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)"),
+               "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)",
+               "mm/page_alloc.c order_to_pindex()"),
         Policy("pcp_high", ("6xbatch", "zone_highsize"),
-               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)"),
-        Policy("percpu_pagelist_high_fraction", (),
-               "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark"),
+               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)",
+               "mm/page_alloc.c zone_highsize()"),
+        _num("percpu_pagelist_high_fraction",
+             "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark",
+             "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler()", 8, INT_MAX,
+             "MIN_PERCPU_PAGELIST_HIGH_FRACTION", special=("0",)),
         Policy("pcp_free_factor", ("off", "on"),
-               "double the pages freed per PCP drain while freeing without allocating (3b12e7e97938, v5.14)"),
+               "double the pages freed per PCP drain while freeing without allocating (3b12e7e97938, v5.14)",
+               "mm/page_alloc.c nr_pcp_free()"),
         Policy("pcp_free_high", ("off", "free_factor", "consecutive"),
                "drain the whole PCP on a high-order free after a drain (f26b3fa04611, v5.18); "
-               "consecutive: only after another high-order free (ca71fe1ad922, v6.7)"),
+               "consecutive: only after another high-order free (ca71fe1ad922, v6.7)",
+               "mm/page_alloc.c free_unref_page_commit()"),
         Policy("pcp_free_high_batch", ("off", "v1", "llc"),
                "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain if the per-CPU data cache "
                "share > 4 x batch (v1: lore 20230920061856.257597-4-ying.huang@intel.com) or the LLC "
-               "slice > 3 x batch (llc: 362d37a106dd, v6.7)"),
+               "slice > 3 x batch (llc: 362d37a106dd, v6.7)",
+               "mm/page_alloc.c free_unref_page_commit(), drivers/base/cacheinfo.c"),
         Policy("skb_small_head", ("off", "on"),
                "skb heads of up to SKB_SMALL_HEAD_CACHE_SIZE from their own slab cache, skbuff_small_head, "
-               "instead of kmalloc (bf9f1baa279f, v6.3)"),
+               "instead of kmalloc (bf9f1baa279f, v6.3)",
+               "net/core/skbuff.c kmalloc_reserve()"),
         Policy("huge_clear_order", ("sequential", "target-last"),
                "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
-               "(c79b57e462b5, v4.14)"),
+               "(c79b57e462b5, v4.14)",
+               "mm/memory.c clear_huge_page()"),
         Policy("huge_copy_order", ("sequential", "target-last"),
-               "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)"),
+               "copy_user_huge_page sub-page order, as huge_clear_order (c9f4cd713835, v4.18)",
+               "mm/memory.c copy_user_huge_page()"),
         Policy("hugetlb_fault_hash", ("private-by-mm", "mapping-index"),
                "hugetlb fault mutex key of a private mapping: (mm, address), or (mapping, index) as for shared "
-               "ones (1b426bac66e6, v5.2)"),
+               "ones (1b426bac66e6, v5.2)",
+               "mm/hugetlb.c hugetlb_fault_mutex_hash()"),
         Policy("rwsem_reader_wake", ("until-writer", "all"),
                "rwsem release wakes the readers queued before the first writer, or all queued readers up to 256 "
-               "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem"),
+               "(d3681e269fff, v5.3); honoured by hugetlbfs i_mmap_rwsem",
+               "kernel/locking/rwsem.c rwsem_mark_wake()"),
         Policy("hugetlb_i_mmap_rwsem", ("never", "always", "if-shareable"),
                "hugetlb_fault takes i_mmap_rwsem for read: never (before c0d0381ade79), always (c0d0381ade79, "
-               "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)"),
+               "v5.7), if-shareable (only when vma_shareable(): Mike Kravetz's proposed fix, linux-mm 2020-06-25)",
+               "mm/hugetlb.c hugetlb_fault()"),
         Policy("numa_balancing", ("0", "1", "2", "3"),
                "sysctl kernel.numa_balancing, OR of flags: 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING "
-               "(promote hot pages from non-top-tier nodes, v5.18+), 3 both; 0 off"),
+               "(promote hot pages from non-top-tier nodes, v5.18+), 3 both; 0 off",
+               "kernel/sched/core.c sysctl_numa_balancing()"),
         Policy("numa_scan_check", ("page-first", "protnone-first"),
                "change_pte_range with prot_numa: look up the struct page before pte_protnone(), or check "
-               "pte_protnone() first (a818f5363a0e, v5.5)"),
-        Policy("numa_balancing_scan_delay_ms", (), "sysctl kernel.numa_balancing_scan_delay_ms (default 1000)"),
-        Policy("numa_balancing_scan_period_min_ms", (),
-               "sysctl kernel.numa_balancing_scan_period_min_ms (default 1000)"),
-        Policy("numa_balancing_scan_period_max_ms", (),
-               "sysctl kernel.numa_balancing_scan_period_max_ms (default 60000)"),
-        Policy("numa_balancing_scan_size_mb", (), "sysctl kernel.numa_balancing_scan_size_mb (default 256)"),
-        Policy("numa_balancing_hot_threshold_ms", (),
-               "tiering mode: hint-fault latency below which a slow-tier page is hot (default 1000, v5.18+)"),
-        Policy("numa_balancing_promote_rate_limit_mbps", (),
-               "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)"),
+               "pte_protnone() first (a818f5363a0e, v5.5)",
+               "mm/mprotect.c change_pte_range()"),
+        _num("numa_balancing_scan_delay_ms", "sysctl kernel.numa_balancing_scan_delay_ms (default 1000)",
+             "kernel/sched/fair.c init_numa_balancing()", 0, UINT_MAX, "unsigned int"),
+        _num("numa_balancing_scan_period_min_ms", "sysctl kernel.numa_balancing_scan_period_min_ms (default 1000)",
+             "kernel/sched/fair.c task_scan_min()", 0, UINT_MAX, "unsigned int"),
+        _num("numa_balancing_scan_period_max_ms", "sysctl kernel.numa_balancing_scan_period_max_ms (default 60000)",
+             "kernel/sched/fair.c task_scan_max()", 0, UINT_MAX, "unsigned int"),
+        _num("numa_balancing_scan_size_mb", "sysctl kernel.numa_balancing_scan_size_mb (default 256)",
+             "kernel/sched/fair.c task_numa_work()", 1, UINT_MAX,
+             "unsigned int; 0 would divide by zero in task_nr_scan_windows()'s round_up"),
+        _num("numa_balancing_hot_threshold_ms",
+             "tiering mode: hint-fault latency below which a slow-tier page is hot (default 1000, v5.18+)",
+             "kernel/sched/fair.c numa_hint_fault_latency()", 0, UINT_MAX, "unsigned int"),
+        _num("numa_balancing_promote_rate_limit_mbps",
+             "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)",
+             "kernel/sched/fair.c numa_promotion_rate_limit()", 0, INT_MAX, "proc_dointvec_minmax, extra1 = 0"),
     )
 }
 
@@ -186,6 +277,7 @@ _V312 = {
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
     "pcp_batch_cap": "512k",
+    "pcp_batch": "auto",
     "pcp_orders": "0",
     "pcp_high": "6xbatch",
     "percpu_pagelist_high_fraction": "0",
@@ -281,21 +373,15 @@ class ResolvedKernel:
 
 def load_kernel_yaml(path: str | Path) -> Kernel:
     """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``."""
+    from mmsim import inputs
+
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserError("kernel", str(path), f"a readable kernel YAML file ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p.name}", "not UTF-8 text", "a YAML mapping with name, base, patches, policies") from None
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
-        raise UserError(f"{p.name}", f"line {line}", "a YAML mapping with name, base, patches, policies") from None
+    data: Any = inputs.load_yaml(p, p.name, "a kernel YAML file", "a YAML mapping with name, base, patches, policies")
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
     extra = set(data) - {"name", "base", "patches", "policies", "description"}
     if extra:
-        raise UserError(f"{p.name}: {sorted(map(str, extra))[0]}", "unknown key",
+        raise UserError(f"{p.name}: {inputs.quote_key(sorted(map(str, extra))[0])}", "unknown key",
                         "name, base, patches, policies, description")
     base = str(data.get("base", ""))
     if base not in KERNELS:
@@ -327,20 +413,91 @@ def resolve(
         raise UserError("kernel", kernel, sorted(KERNELS) + ["or a kernel YAML file"])
     pol = dict(k.policies)
     applied = list(k.patches)
+    label = k.name
     for pid in patches:
-        match = [c for c in PATCHES if c.startswith(pid) and len(pid) >= 7]
-        if len(match) != 1:
-            raise UserError("patch", pid, sorted(PATCHES))
-        pol.update(PATCHES[match[0]].changes)
-        applied.append(match[0])
+        p = lookup_patch(pid)
+        pol.update(p.changes)
+        applied.append(p.commit)
+        label += f"+{p.commit[:12]}"
     for name, value in (overrides or {}).items():
         if name not in POLICIES:
             raise UserError(f"{where}", name, sorted(POLICIES))
         pol[name] = POLICIES[name].check(value, where)
-    label = k.name + "".join(f"+{p[:12]}" for p in patches)
     if overrides:
         label += "".join(f",{a}={b}" for a, b in sorted(overrides.items()))
     return ResolvedKernel(label, pol, tuple(applied))
+
+
+def lookup_patch(pid: str) -> Patch:
+    """A catalogued patch by its commit id (at least 7 characters), or a patch YAML file."""
+    if pid.endswith((".yaml", ".yml")) or Path(pid).is_file():
+        return load_patch_yaml(pid)
+    match = [c for c in PATCHES if c.startswith(pid) and len(pid) >= 7]
+    if len(match) != 1:
+        raise UserError("patch", pid, sorted(PATCHES) + ["or a patch YAML file"])
+    return PATCHES[match[0]]
+
+
+def load_patch_yaml(path: str | Path) -> Patch:
+    """A user patch: ``commit`` (an id, default the file name), ``subject``, ``changes`` (policy: value).
+
+    Example (``batch127.yaml``)::
+
+        commit: batch127
+        subject: "mm, pcp: try a batch of 127"
+        changes:
+          pcp_batch: 127
+    """
+    p = Path(path)
+    keys = "commit, subject, changes, version"
+    data = _read_yaml(p, f"a YAML mapping with {keys}")
+    extra = set(data) - {"commit", "subject", "changes", "version"}
+    if extra:
+        from mmsim.inputs import quote_key
+
+        raise UserError(f"{p.name}: {quote_key(sorted(map(str, extra))[0])}", "unknown key", keys)
+    changes = data.get("changes") or {}
+    if not isinstance(changes, dict) or not changes:
+        raise UserError(f"{p.name}: changes", changes, "a non-empty mapping policy: value")
+    out: dict[str, str] = {}
+    for name, value in changes.items():
+        name = str(name)
+        if name not in POLICIES:
+            raise UserError(f"{p.name}: changes", name, sorted(POLICIES))
+        out[name] = POLICIES[name].check(_yaml_str(value), f"{p.name}: changes")
+    commit = str(data.get("commit") or p.stem)
+    return Patch(commit, str(data.get("subject") or commit), out, str(data.get("version") or ""))
+
+
+def _yaml_str(v: Any) -> str:
+    # YAML 1.1 reads bare on/off as booleans; policies spell them "on"/"off".
+    return {True: "on", False: "off"}[v] if isinstance(v, bool) else str(v)
+
+
+def _read_yaml(p: Path, what: str) -> dict[Any, Any]:
+    from mmsim import inputs
+
+    data: Any = inputs.load_yaml(p, p.name, "a patch YAML file", what)
+    if not isinstance(data, dict):
+        raise UserError(p.name, type(data).__name__, what)
+    return data
+
+
+def split_kernel(text: str) -> tuple[str, tuple[str, ...]]:
+    """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
+    file is taken whole. A patch may be a patch YAML file: ``v6.6+my.yaml``."""
+    if text in KERNELS or "+" not in text or Path(text).is_file():
+        return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
+    base, *patches = text.split("+")
+    return base, tuple(p for p in patches if p)
+
+
+def resolve_kernel(text: str, patches: list[str] | tuple[str, ...] = (),
+                   overrides: dict[str, str] | None = None) -> ResolvedKernel:
+    """A kernel as users write it (a name, ``BASE+PATCH+...``, a kernel YAML), then ``patches``
+    (commit ids or patch YAML files) and ``--set`` overrides."""
+    base, extra = split_kernel(text)
+    return resolve(base, [*extra, *patches], overrides)
 
 
 def list_kernels() -> list[Kernel]:

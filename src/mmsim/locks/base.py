@@ -67,18 +67,18 @@ class CacheLine:
 
     def add_spinner(self, cpu: int) -> None:
         self.nspin += 1
-        self.spin_sum += self._xfer(self.home, cpu)
+        self.spin_sum += self._xfer(self.home, cpu, modified=True)
 
     def remove_spinner(self, cpu: int) -> None:
         self.nspin -= 1
-        self.spin_sum -= self._xfer(self.home, cpu)
+        self.spin_sum -= self._xfer(self.home, cpu, modified=True)
         if self.nspin == 0:
             self.spin_sum = 0.0
 
     def rmw(self, cpu: int, now: int) -> int:
         start = self.free_at if self.free_at > now else now
         if self.owner != cpu:
-            cost = int(self._xfer(self.owner, cpu))
+            cost = int(self._xfer(self.owner, cpu, modified=True))  # the RMW left it dirty
             self.owner = cpu
             self.transfers += 1
         else:

@@ -120,7 +120,8 @@ class RwSem:
         if is_write:
             if self.readers == 0 and self.writer is None:
                 q.popleft()
-                self._grant(task, True, since, spinning, int(self.ctx.machine.xfer_ns(rel_cpu, task.cpu)))
+                x = int(self.ctx.machine.xfer_ns(rel_cpu, task.cpu, modified=True))
+                self._grant(task, True, since, spinning, x)
             return
         if self.writer is not None:
             return

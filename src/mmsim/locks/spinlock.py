@@ -105,7 +105,7 @@ class Spinlock:
         ncpu = nxt.cpu
         line = self.line
         start = line.free_at if line.free_at > now else now
-        x = self._xfer(rel_cpu, ncpu)
+        x = self._xfer(rel_cpu, ncpu, modified=True)  # the unlock store left the lock word dirty
         if self.kind is SpinlockKind.TICKET:
             # head++ invalidates every spinner; the next ticket holder is served at a
             # uniformly random place in the re-read storm: half the others on average.

@@ -347,5 +347,7 @@ def _host_cost(ghz: float) -> CostModel:
             "line_xfer_remote_ns": p.RULE_REMOTE + " (50 ns hop)", "core_clear_gbs": p.RULE_CLEAR,
             "ctx_switch_ns": p.RULE_CTX, "wakeup_ns": p.RULE_WAKE + " (10 us C1E)",
             "page_fault_ns": p.RULE_FAULT, "smt_thread_speed": "estimate: " + SMT_SOURCE,
+            "line_hit_socket_ns": "estimate: no clean-line figure, equal to line_xfer_socket_ns",
+            "line_hit_remote_ns": "estimate: no clean-line figure, equal to line_xfer_remote_ns",
         }.items()},
     )

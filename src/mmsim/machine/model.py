@@ -57,11 +57,16 @@ class NumaNode:
     read_bw_gbs: float  # sustainable read bandwidth of the node's memory (GB/s)
     write_bw_gbs: float  # sustainable write (store/clear) bandwidth (GB/s)
     socket: int  # socket whose memory controller owns it
+    # Idle load-to-use latency from a CPU of the nearest other socket; farther sockets scale
+    # by the SLIT ratio. None: derived from SLIT (latency_ns x distance ratio) by Machine.
+    remote_latency_ns: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, int) or self.id < 0:
             raise ValueError(f"NumaNode.id must be an int >= 0, got {self.id!r}")
         _positive(self, "memory_gib", "latency_ns", "read_bw_gbs", "write_bw_gbs")
+        if self.remote_latency_ns is not None:
+            _positive(self, "remote_latency_ns")
         mem_type: object = self.mem_type  # YAML and callers may pass the plain string
         if not isinstance(mem_type, MemoryType):
             object.__setattr__(self, "mem_type", MemoryType(str(mem_type)))
@@ -91,10 +96,16 @@ SMT_SOURCE = "Marr et al., Intel Technology Journal 6(1) 2002: Hyper-Threading g
 class CostModel:
     """Per-machine costs of the primitive operations the kernel model charges.
 
-    * ``line_xfer_*_ns``: moving a modified cache line from one CPU to another
-      (the cost of a contended atomic / lock hand-off) — between SMT siblings,
-      within a socket, and to the nearest other socket; farther sockets scale
-      by the SLIT distance ratio (SLIT is defined as relative latency).
+    * ``line_xfer_*_ns``: moving a *modified* cache line from one CPU to another
+      (a HITM snoop: the cost of a contended atomic / lock hand-off, measured as
+      half a CAS ping-pong round trip) — between SMT siblings, within a socket,
+      and to the nearest other socket; farther sockets scale by the SLIT
+      distance ratio (SLIT is defined as relative latency).
+    * ``line_hit_socket_ns`` / ``line_hit_remote_ns``: the same for a *clean*
+      line another core holds (a HIT snoop: forwarded or read from the LLC
+      without a write-back). ``None`` means no clean-line figure is known:
+      the modified-line cost is used (and the source says so). SMT siblings
+      share L1d/L2, so there is one SMT figure for both states.
     * ``core_clear_gbs``: bandwidth of one core clearing/copying pages
       (``clear_page_erms``), capped by the node's write bandwidth when shared.
     * ``ctx_switch_ns`` / ``wakeup_ns``: a context switch, and the latency from
@@ -113,9 +124,15 @@ class CostModel:
     wakeup_ns: float
     page_fault_ns: float
     smt_thread_speed: float = SMT_THREAD_SPEED
+    line_hit_socket_ns: float | None = None
+    line_hit_remote_ns: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
+            if getattr(self, hit) is None:
+                object.__setattr__(self, hit, getattr(self, hitm))
+                self.sources.setdefault(hit, f"no clean-line figure: assumed equal to {hitm}")
         _positive(
             self,
             "line_xfer_smt_ns",
@@ -126,6 +143,8 @@ class CostModel:
             "wakeup_ns",
             "page_fault_ns",
             "smt_thread_speed",
+            "line_hit_socket_ns",
+            "line_hit_remote_ns",
         )
         if self.smt_thread_speed > 1:
             raise ValueError(f"CostModel.smt_thread_speed must be in (0, 1], got {self.smt_thread_speed!r}")
@@ -195,8 +214,10 @@ class Machine:
         cpu_socket = tuple((c % ncores) // ncores_s for c in range(ncores * t))
         object.__setattr__(self, "_cpu_socket", cpu_socket)
         object.__setattr__(self, "_cpu_core", tuple(c % ncores for c in range(ncores * t)))
-        xs = self._socket_xfer_table()
-        object.__setattr__(self, "_socket_xfer", xs)
+        object.__setattr__(self, "nodes", tuple(self._with_remote_latency(n) for n in self.nodes))
+        object.__setattr__(self, "_socket_xfer", self._socket_xfer_table(modified=True))
+        object.__setattr__(self, "_socket_hit", self._socket_xfer_table(modified=False))
+        object.__setattr__(self, "_mem_lat", self._mem_latency_table())
 
     # -- topology ---------------------------------------------------------
     @property
@@ -230,8 +251,39 @@ class Machine:
         return [c for c in range(self.ncpus) if self.cpu_node(c) == node]
 
     # -- costs --------------------------------------------------------------
-    def _socket_xfer_table(self) -> tuple[tuple[float, ...], ...]:
+    def _remote_distance(self, node: int) -> int | None:
+        """SLIT distance from the nearest other socket's CPUs to ``node`` (None: one socket)."""
+        own = self.nodes[node].socket
+        ds = [self.distances[s.node][node] for s in self.sockets if s.id != own]
+        return min(ds) if ds else None
+
+    def _with_remote_latency(self, n: NumaNode) -> NumaNode:
+        if n.remote_latency_ns is not None:
+            return n
+        d = self._remote_distance(n.id)
+        own = self.distances[self.sockets[n.socket].node][n.id]
+        lat = n.latency_ns if d is None else n.latency_ns * d / own
+        return NumaNode(n.id, n.memory_gib, n.mem_type, n.latency_ns, n.read_bw_gbs, n.write_bw_gbs, n.socket, lat)
+
+    def _mem_latency_table(self) -> tuple[tuple[float, ...], ...]:
+        """Idle latency [socket][node]: local from the owning socket, ``remote_latency_ns``
+        from the nearest other socket, SLIT-scaled from there for farther sockets."""
+        rows = []
+        for s in self.sockets:
+            row = []
+            for n in self.nodes:
+                if s.id == n.socket:
+                    row.append(float(n.latency_ns))
+                    continue
+                dmin = self._remote_distance(n.id) or 10
+                row.append(float(n.remote_latency_ns or n.latency_ns) * self.distances[s.node][n.id] / dmin)
+            rows.append(tuple(row))
+        return tuple(rows)
+
+    def _socket_xfer_table(self, modified: bool) -> tuple[tuple[float, ...], ...]:
         c = self.cost
+        local = c.line_xfer_socket_ns if modified else float(c.line_hit_socket_ns or 0)
+        remote_ns = c.line_xfer_remote_ns if modified else float(c.line_hit_remote_ns or 0)
         ns = len(self.sockets)
         remote = [
             self.distances[self.sockets[a].node][self.sockets[b].node]
@@ -246,22 +298,32 @@ class Machine:
             row = []
             for b in range(ns):
                 if a == b:
-                    row.append(c.line_xfer_socket_ns)
+                    row.append(local)
                 else:
                     d = self.distances[na][self.sockets[b].node]
-                    row.append(c.line_xfer_remote_ns * d / dmin)
+                    row.append(remote_ns * d / dmin)
             rows.append(tuple(row))
         return tuple(rows)
 
-    def xfer_ns(self, src_cpu: int, dst_cpu: int) -> float:
-        """Cost of moving a modified cache line from ``src_cpu`` to ``dst_cpu``."""
+    def xfer_ns(self, src_cpu: int, dst_cpu: int, modified: bool = True) -> float:
+        """Cost of ``dst_cpu`` getting a cache line ``src_cpu``'s cache holds.
+
+        ``modified``: the line is dirty there (a HITM snoop: a lock word, an
+        atomic counter, data just written); else clean (a HIT snoop: data
+        ``src_cpu`` only read). 0 on the same CPU; SMT siblings share L1d/L2.
+        """
         if src_cpu == dst_cpu:
             return 0.0
         core = self._cpu_core  # type: ignore[attr-defined]
         if core[src_cpu] == core[dst_cpu]:
             return self.cost.line_xfer_smt_ns
         s = self._cpu_socket  # type: ignore[attr-defined]
-        return self._socket_xfer[s[src_cpu]][s[dst_cpu]]  # type: ignore[attr-defined,no-any-return]
+        t = self._socket_xfer if modified else self._socket_hit  # type: ignore[attr-defined]
+        return t[s[src_cpu]][s[dst_cpu]]  # type: ignore[no-any-return]
+
+    def mem_latency_ns(self, cpu: int, node: int) -> float:
+        """Idle load-to-use latency from ``cpu`` to memory on ``node`` (no cache hit)."""
+        return self._mem_lat[self._cpu_socket[cpu]][node]  # type: ignore[attr-defined,no-any-return]
 
     def llc_share_bytes(self) -> int:
         """Bytes of LLC per logical CPU sharing it (the PCP free_high rule uses this)."""

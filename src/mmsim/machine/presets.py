@@ -29,6 +29,7 @@ tuned on its own (one cost model per machine, from public facts):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -78,6 +79,12 @@ SGI_UV2000 = (
 NL6_BW = "SGI UV 2000 specifications: NUMAlink 6, 6.7 GB/s per link per direction"
 LKP_KNM = "seed 004 LKP report: '288 threads Intel(R) Xeon Phi(TM) CPU 7295 @ 1.50GHz with 80G memory'"
 LI_DING_SHEN = "Li, Ding, Shen: 'Quantifying the Cost of Context Switch', ExpCS 2007"
+# Core-to-core figures: half the median round trip of a compare-and-swap ping-pong between two pinned
+# threads (the cost of a contended atomic changing hands: a modified line, HITM).
+NVIENNOT = "nviennot/core-to-core-latency README (CAS ping-pong, round trip / 2, median)"
+KCORES = "KCORES/core-to-core-latency-plus results CSVs (CAS ping-pong, medians)"
+MLC_ICX = "Intel MLC 3.10 on 2 x Xeon Platinum 8360Y, hpcleuven/VscDocumentation icelake_mlc.txt"
+MLC_CLX = "Intel MLC on 2 x Xeon Gold 6240, hpcleuven/VscDocumentation cascadelake_mlc.txt"
 
 
 def ark(processor: str) -> str:
@@ -116,6 +123,19 @@ RULE_FAULT = f"estimate: {PAGE_FAULT_CYCLES} cycles at the base clock (exception
 RULE_BW = f"estimate: peak x {READ_SUSTAIN} (read) / x {WRITE_SUSTAIN} (write), peak = channels x MT/s x 8 B"
 
 
+def sourced(cost: CostModel, **fields: tuple[float, str]) -> CostModel:
+    """``cost`` with some fields replaced by sourced figures: ``name=(value, source)``."""
+    src = dict(cost.sources)
+    vals: dict[str, float | None] = {}
+    for name, (v, why) in fields.items():
+        vals[name] = v
+        src[name] = why
+    for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
+        if hit not in fields and getattr(cost, hit) == getattr(cost, hitm):
+            vals[hit] = None  # derived from the modified-line figure: derive it again from the new one
+    return dataclasses.replace(cost, **vals, sources=src)  # type: ignore[arg-type]
+
+
 def ns(cycles: float, ghz: float) -> float:
     """Cycles at ``ghz`` in nanoseconds, rounded for readable YAML."""
     return round(cycles / ghz, 2)
@@ -125,7 +145,10 @@ def peak_gbs(channels: int, mts: int) -> float:
     return channels * mts * 8 / 1000
 
 
-def dram_node(node: int, gib: float, latency_ns: float, peak: float, socket: int) -> NumaNode:
+def dram_node(
+    node: int, gib: float, latency_ns: float, peak: float, socket: int, remote_ns: float | None = None
+) -> NumaNode:
+    """A DRAM node; ``remote_ns`` = idle latency from the nearest other socket (None: from SLIT)."""
     return NumaNode(
         id=node,
         memory_gib=gib,
@@ -134,6 +157,7 @@ def dram_node(node: int, gib: float, latency_ns: float, peak: float, socket: int
         read_bw_gbs=round(peak * READ_SUSTAIN, 2),
         write_bw_gbs=round(peak * WRITE_SUSTAIN, 2),
         socket=socket,
+        remote_latency_ns=remote_ns,
     )
 
 
@@ -196,7 +220,7 @@ def xeon_e5_2699v3_2s() -> Machine:
     )
     nodes = tuple(
         # estimate: 64 GiB per socket (the seed thread gives no size; 4 channels x 16 GiB)
-        dram_node(i, 64, local, peak, i)
+        dram_node(i, 64, local, peak, i, remote)  # Molka et al.: remote ~146 ns
         for i in range(2)
     )
     return Machine(
@@ -208,9 +232,18 @@ def xeon_e5_2699v3_2s() -> Machine:
         nodes=nodes,
         distances=uniform_distances(2, slit(local, remote)),  # estimate: 146/96 ratio -> 15
         cost=rule_cost(
-            ghz, l2, socket_ns=2 * l3, hop_ns=remote - local, local_ns=local,
+            # inference: no Haswell-EP core-to-core figure found; the 18-core Broadwell-EP E5-2695 v4
+            # (same two-ring die layout, next process step) measures 44 ns; plausible range 40-50 ns
+            ghz, l2, socket_ns=44.0, hop_ns=remote - local, local_ns=local,
             idle_exit_us=10,  # intel_idle.c hsw_cstates (HASWELL_X): C1E exit_latency 10 us
-            sources={"line_xfer_remote_ns": f"{RULE_REMOTE}; {MOLKA_HSW}"},
+            sources={
+                "line_xfer_socket_ns": (
+                    f"inference: {NVIENNOT}, Xeon E5-2695 v4 (Broadwell-EP, 18 cores) 44 ns; plausible "
+                    f"40-50 ns ({MCCALPIN_BDW}; 2 x Molka's 21 ns L3 = 42)"),
+                "line_xfer_remote_ns": (
+                    f"{RULE_REMOTE} (44 + 146 - 96 ns, {MOLKA_HSW}); estimate, plausible 90-140 ns "
+                    "(Cascade Lake / Ice Lake measure 106-136 ns cross-socket)"),
+            },
         ),
         sources={
             "freq_ghz": ark("Xeon E5-2699 v3"),
@@ -275,9 +308,10 @@ def sgi_uv2000_512() -> Machine:
             ghz, l2, socket_ns=2 * l3, hop_ns=UV_QPI_NS, local_ns=UV_LOCAL_NS,
             idle_exit_us=10,  # intel_idle.c snb_cstates (SANDYBRIDGE_X): C1E exit_latency 10 us
             sources={
+                "line_xfer_socket_ns": f"{RULE_SOCKET}; no Sandy Bridge-EP figure found, plausible 30-50 ns",
                 "line_xfer_remote_ns": (
                     f"{RULE_REMOTE}: same-blade QPI hop (estimate 50 ns, Haswell-EP value from "
-                    f"{MOLKA_HSW}); farther blades scale by SLIT"
+                    f"{MOLKA_HSW}); farther blades scale by SLIT; plausible 80-130 ns same blade"
                 ),
             },
         ),
@@ -309,7 +343,7 @@ def westmere_ex_4s() -> Machine:
         CacheLevel("L2", 256, 8, LINE, 2, l2),  # Levinthal: 256 KiB 8-way per core
         CacheLevel("L3", 30 * 1024, 24, LINE, 20, l3),  # ARK: 30 MB; Westmere-EX LLC 24-way
     )
-    nodes = tuple(dram_node(i, 32, local, peak, i) for i in range(4))  # 128 GiB total (design brief)
+    nodes = tuple(dram_node(i, 32, local, peak, i, remote) for i in range(4))  # 128 GiB total (design brief)
     socket_xfer = ns(75, ghz)  # Levinthal: line modified in another core ~75 cycles
     return Machine(
         name="westmere-ex-4s",
@@ -324,8 +358,8 @@ def westmere_ex_4s() -> Machine:
             ghz, l2, socket_ns=socket_xfer, hop_ns=remote - local, local_ns=local,
             idle_exit_us=10,  # intel_idle.c nehalem_cstates (WESTMERE_EX): C1E exit_latency 10 us
             sources={
-                "line_xfer_socket_ns": LEVINTHAL,
-                "line_xfer_remote_ns": f"{RULE_REMOTE}; {INTEL_MLC_E7}",
+                "line_xfer_socket_ns": f"{LEVINTHAL} (Nehalem core; plausible 30-45 ns on the EX ring)",
+                "line_xfer_remote_ns": f"{RULE_REMOTE}; {INTEL_MLC_E7}; plausible 90-140 ns",
             },
         ),
         sources={
@@ -345,7 +379,8 @@ def cascadelake_optane_2s() -> Machine:
     ghz = 2.4  # Intel ARK, Xeon Platinum 8260: base 2.40 GHz
     l2 = ns(14, ghz)  # Opt. manual, Skylake server: L2 14 cycles
     l3 = ns(55, ghz)  # estimate: ~55 cycles on the Skylake-SP mesh
-    local = 81.0  # Izraelevitz et al. 2019: DRAM ~81 ns
+    local = 81.0  # Izraelevitz et al. 2019: DRAM ~81 ns (MLC on Gold 6240: 80.8 ns)
+    remote = 140.4  # Intel MLC, 2 x Gold 6240 (VscDocumentation cascadelake_mlc.txt): remote 140.4 ns
     hop = 50.0  # estimate: UPI round trip, Haswell-EP QPI value (Molka ICPP 2015: 146 - 96)
     peak = peak_gbs(6, 2933)  # Intel ARK, Platinum 8260: 6 channels DDR4-2933
     dram_gib = 64136 / 1024  # Huang Ying's numactl -H: node 0 size 64136 MB
@@ -356,7 +391,7 @@ def cascadelake_optane_2s() -> Machine:
         CacheLevel("L2", 1024, 16, LINE, 2, l2),  # Opt. manual, Skylake server: 1 MiB 16-way
         CacheLevel("L3", 36608, 11, LINE, 48, l3),  # ARK: 35.75 MB; Skylake-SP LLC 11-way
     )
-    dram = [dram_node(i, dram_gib, local, peak, i) for i in range(2)]
+    dram = [dram_node(i, dram_gib, local, peak, i, remote) for i in range(2)]
     pmem = [
         NumaNode(
             id=2 + s,
@@ -385,17 +420,23 @@ def cascadelake_optane_2s() -> Machine:
             (17, 28, 10, 28),
             (28, 17, 28, 10),
         ),
-        cost=rule_cost(
-            ghz, l2, socket_ns=2 * l3, hop_ns=hop, local_ns=local,
-            idle_exit_us=10,  # intel_idle.c skx_cstates (SKYLAKE_X): C1E exit_latency 10 us
-            sources={"line_xfer_remote_ns": f"{RULE_REMOTE}; UPI hop estimated at 50 ns ({MOLKA_HSW})"},
+        cost=sourced(
+            rule_cost(
+                ghz, l2, socket_ns=2 * l3, hop_ns=hop, local_ns=local,
+                idle_exit_us=10,  # intel_idle.c skx_cstates (SKYLAKE_X): C1E exit_latency 10 us
+                sources={"line_xfer_smt_ns": f"{RULE_SMT}; plausible 5-10 ns (Ice Lake-SP measures 8.1 ns)"},
+            ),
+            # nviennot README, Platinum 8275CL (24-core Cascade Lake, as the 8260L): 47 ns same socket, 134 cross
+            line_xfer_socket_ns=(47.0, f"{NVIENNOT}: Xeon Platinum 8275CL (Cascade Lake, 24 cores) same socket"),
+            line_xfer_remote_ns=(134.0, f"{NVIENNOT}: Xeon Platinum 8275CL cross socket (Gold 6242: 48 / 136 ns)"),
         ),
         sources={
             "freq_ghz": ark("Xeon Platinum 8260"),
             "sockets": f"{ark('Xeon Platinum 8260')}; {HUANG_SLIT}",
             "caches": f"{ark('Xeon Platinum 8260')}; {OPT_MANUAL}; L3 latency estimate",
             "nodes.memory_gib": HUANG_SLIT,
-            "nodes.latency_ns": IZRAELEVITZ,
+            "nodes.latency_ns": f"{IZRAELEVITZ}; PMEM remote from SLIT",
+            "nodes.remote_latency_ns": f"DRAM: {MLC_CLX} (remote 140.4 ns); PMEM: SLIT-scaled (no measurement)",
             "nodes.bandwidth": (
                 f"DRAM: {ark('Xeon Platinum 8260')}, {RULE_BW}; PMEM: {IZRAELEVITZ} x 2 DIMMs "
                 "per socket (estimate from the 248 GiB node size)"
@@ -410,15 +451,15 @@ def icelake_6338_2s() -> Machine:
     ghz = 2.0  # Intel ARK, Xeon Gold 6338: base 2.00 GHz
     l2 = ns(14, ghz)  # estimate: ~14 cycles for the 1.25 MiB Sunny Cove server L2
     l3 = ns(55, ghz)  # estimate: ~55 cycles on the mesh, as for Skylake-SP
-    local = 90.0  # estimate: DDR4-3200 local latency, a little above Cascade Lake's 81 ns (Izraelevitz)
-    hop = 50.0  # estimate: UPI round trip, Haswell-EP QPI value (Molka ICPP 2015)
+    local = 89.2  # Intel MLC 3.10, 2 x Platinum 8360Y (Ice Lake-SP, DDR4-3200): idle local 89.2 ns
+    remote = 142.7  # same MLC run: idle remote 142.7 ns
     peak = peak_gbs(8, 3200)  # Intel ARK, Gold 6338: 8 channels DDR4-3200
     caches = (
         CacheLevel("L1d", 48, 12, LINE, 2, ns(5, ghz)),  # Opt. manual, Sunny Cove: 48 KiB 12-way, 5 cycles
         CacheLevel("L2", 1280, 20, LINE, 2, l2),  # Ice Lake-SP: 1.25 MiB 20-way per core
         CacheLevel("L3", 48 * 1024, 12, LINE, 64, l3),  # ARK: 48 MB; Ice Lake-SP LLC 12-way
     )
-    nodes = tuple(dram_node(i, 128, local, peak, i) for i in range(2))  # estimate: 256 GiB, 16 x 16 GiB
+    nodes = tuple(dram_node(i, 128, local, peak, i, remote) for i in range(2))  # estimate: 256 GiB, 16 x 16 GiB
     return Machine(
         name="icelake-6338-2s",
         description="2 x Xeon Gold 6338 (Ice Lake-SP, 32C/64T, 48 MiB LLC each), 128 CPUs, DDR4-3200",
@@ -426,20 +467,33 @@ def icelake_6338_2s() -> Machine:
         sockets=make_sockets(2, 32, 2),  # Intel ARK, Gold 6338: 32 cores, 64 threads
         caches=caches,
         nodes=nodes,
-        distances=uniform_distances(2, slit(local, local + hop)),  # estimate: 140/90 -> 16
-        cost=rule_cost(
-            ghz, l2, socket_ns=2 * l3, hop_ns=hop, local_ns=local,
-            idle_exit_us=4,  # intel_idle.c icx_cstates (ICELAKE_X): C1E exit_latency 4 us
-            sources={"line_xfer_remote_ns": f"{RULE_REMOTE}; UPI hop estimated at 50 ns ({MOLKA_HSW})"},
+        distances=uniform_distances(2, slit(local, remote)),  # MLC latency ratio 142.7 / 89.2 -> 16
+        cost=sourced(
+            rule_cost(
+                ghz, l2, socket_ns=2 * l3, hop_ns=remote - local, local_ns=local,
+                idle_exit_us=4,  # intel_idle.c icx_cstates (ICELAKE_X): C1E exit_latency 4 us
+                sources={},
+            ),
+            # KCORES, Platinum 8358 (32 cores, as the Gold 6338): medians 51.1 same socket, 110.9 cross
+            line_xfer_smt_ns=(8.1, f"{NVIENNOT}: Xeon Platinum 8375C (Ice Lake-SP) SMT siblings 8.1 ns"),
+            line_xfer_socket_ns=(51.1, f"{KCORES}: Xeon Platinum 8358 (Ice Lake-SP, 32 cores) same socket"),
+            line_xfer_remote_ns=(110.9, f"{KCORES}: Xeon Platinum 8358 cross socket (8375C: 108 ns)"),
+            # inference: MLC's clean/modified ratio (HIT 60.1 / HITM 64.2 ns, local) applied to the CAS
+            # figures; plausible range: 45-51 ns local, 100-111 ns remote
+            line_hit_socket_ns=(round(51.1 * 60.1 / 64.2, 2), f"inference: 51.1 ns x {MLC_ICX} L2->L2 HIT/HITM "
+                                "60.1/64.2; plausible 45-51 ns"),
+            line_hit_remote_ns=(round(110.9 * 60.1 / 64.2, 2), "estimate: 110.9 ns x the local HIT/HITM ratio "
+                                "60.1/64.2 (MLC gives no remote HIT); plausible 95-111 ns"),
         ),
         sources={
             "freq_ghz": ark("Xeon Gold 6338"),
             "sockets": ark("Xeon Gold 6338") + "; seed 003: 2 sockets, 128 logical CPUs",
             "caches": f"{ark('Xeon Gold 6338')}; {OPT_MANUAL}; L2/L3 latency estimates",
             "nodes.memory_gib": "estimate: 128 GiB per socket (8 channels x 16 GiB)",
-            "nodes.latency_ns": "estimate: ~90 ns, scaled from Cascade Lake's 81 ns (Izraelevitz et al.)",
+            "nodes.latency_ns": MLC_ICX + " (local 89.2 ns)",
+            "nodes.remote_latency_ns": MLC_ICX + " (remote 142.7 ns)",
             "nodes.bandwidth": f"{ark('Xeon Gold 6338')} (8 x DDR4-3200); {RULE_BW}",
-            "distances": "estimate: latency ratio (90 + 50) / 90",
+            "distances": f"estimate: latency ratio 142.7 / 89.2 from {MLC_ICX}",
         },
     )
 
@@ -481,7 +535,10 @@ def xeon_phi_7295() -> Machine:
             local_ns=local,
             idle_exit_us=1,  # intel_idle.c knl_cstates (XEON_PHI_KNM): no C1E, C1 exit_latency 1 us
             sources={
-                "line_xfer_socket_ns": "estimate: mesh round trips via the distributed tag directory",
+                "line_xfer_socket_ns": (
+                    "estimate: mesh round trips via the distributed tag directory; no KNL/KNM core-to-core "
+                    "figure found, plausible 80-200 ns"),
+                "line_xfer_smt_ns": f"{RULE_SMT} (17 cycles); plausible 5-15 ns",
                 "line_xfer_remote_ns": "single socket: unused (set equal to line_xfer_socket_ns)",
             },
         ),

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from mmsim import inputs
 from mmsim.errors import UserError
 from mmsim.machine.model import SMT_THREAD_SPEED, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 
@@ -72,6 +73,29 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
 
 # -- validation -----------------------------------------------------------------
 
+# Physical ranges by unit suffix: every *_ns, *_ghz, *_gbs, *_gib and *_kib field of the machine and its
+# cost model (whatever the cost fields are called). Generous bounds around real hardware, meant to catch
+# typos and hostile values (1e39 ns), not to judge a plausible machine.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "_ns": (0.1, 1e7, "a number from 0.1 to 10000000 (ns: 0.1 ns to 10 ms)"),
+    "_ghz": (0.1, 10.0, "a number from 0.1 to 10 (GHz)"),
+    "_gbs": (0.01, 10_000.0, "a number from 0.01 to 10000 (GB/s)"),
+    "_gib": (1 / 1024, 65_536.0, "a number from 0.0009765625 to 65536 (GiB: 1 MiB to 64 TiB)"),
+}
+MAX_PLAIN = 1e12  # any other number (ratios such as smt_thread_speed): finite and convertible to float
+# arch/x86/Kconfig NODES_SHIFT max 10: MAX_NUMNODES = 1024 (ids of nodes and sockets)
+MAX_NODES = 1024
+# integer fields: (lo, hi); SMT: at most 4 threads per core on x86 (Xeon Phi); a cache is at most 64 GiB
+_INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "cores": (1, 8192), "threads_per_core": (1, 4), "size_kib": (1, 64 << 20), "ways": (1, 65_536),
+    "line_bytes": (16, 4096), "shared_by": (1, 8192),
+}
+
+
+def _leaf(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
 Check = Callable[[Any, str], Any]
 
 
@@ -86,18 +110,27 @@ class _Checker:
         return UserError(field, value, allowed)
 
     def pos_int(self, v: Any, path: str) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise self.fail(path, v, "a positive integer" + _unit(path))
+        lo, hi = _INT_RANGES.get(_leaf(path), (1, None))
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+            allowed = f"an integer from {lo} to {hi}" if hi is not None else "a positive integer"
+            raise self.fail(path, v, allowed + _unit(path))
         return v
 
     def index(self, v: Any, path: str) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise self.fail(path, v, "an integer >= 0")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < MAX_NODES:
+            raise self.fail(path, v, f"an integer from 0 to {MAX_NODES - 1} (x86-64 MAX_NUMNODES)")
         return v
 
     def pos_num(self, v: Any, path: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise self.fail(path, v, "a positive number" + _unit(path))
+        """A finite number > 0, within its unit's physical range (:data:`RANGES`); compared before any
+        float conversion, so a 400-digit integer is an error, not an OverflowError."""
+        rng = next((r for suffix, r in RANGES.items() if _leaf(path).endswith(suffix)), None)
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and (isinstance(v, int) or math.isfinite(v))
+        if rng is not None:
+            if not ok or not rng[0] <= v <= rng[1]:
+                raise self.fail(path, v, rng[2])
+        elif not ok or not 0 < v <= MAX_PLAIN:
+            raise self.fail(path, v, f"a number > 0 and at most {MAX_PLAIN:g}" + _unit(path))
         return float(v)
 
     def text(self, v: Any, path: str) -> str:
@@ -129,9 +162,10 @@ class _Checker:
             raise self.fail(path, v, "a mapping with keys " + ", ".join(spec))
         prefix = f"{path}." if path else ""
         for key in v:
-            if key not in spec:
+            if key not in spec:  # the key only, never its value: a wrong file's content stays unprinted
                 where = path or "the top level"
-                raise self.fail(f"{prefix}{key}", v[key], f"no such key; keys of {where}: " + ", ".join(spec))
+                raise self.fail(f"{prefix}{inputs.quote_key(key)}", "unknown key",
+                                f"keys of {where}: " + ", ".join(spec))
         out: dict[str, Any] = {}
         for key, check in spec.items():
             if key in v:
@@ -156,9 +190,9 @@ class _Checker:
             if not isinstance(row, list) or len(row) != n:
                 raise self.fail(f"{path}[{i}]", row, shape)
             for j, d in enumerate(row):
-                ok = isinstance(d, int) and not isinstance(d, bool) and (d == 10 if i == j else d > 10)
+                ok = isinstance(d, int) and not isinstance(d, bool) and (d == 10 if i == j else 10 < d < 255)
                 if not ok:
-                    want = "10 (SLIT local distance)" if i == j else "an integer > 10 (SLIT remote distance)"
+                    want = "10 (SLIT local distance)" if i == j else "an integer from 11 to 254 (SLIT remote distance)"
                     raise self.fail(f"{path}[{i}][{j}]", d, want)
             rows.append(tuple(row))
         return tuple(rows)
@@ -184,7 +218,7 @@ def _part_specs(c: _Checker) -> dict[str, dict[str, Check]]:
         },
         "nodes": {
             "id": idx, "memory_gib": num, "mem_type": c.mem_type, "latency_ns": num,
-            "read_bw_gbs": num, "write_bw_gbs": num, "socket": idx,
+            "read_bw_gbs": num, "write_bw_gbs": num, "socket": idx, "remote_latency_ns": num,
         },
         "cost": {
             **{f.name: num for f in dataclasses.fields(CostModel) if f.name != "sources"},
@@ -238,7 +272,8 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
     top: dict[str, Check] = {
         "name": c.text, "description": c.text, "freq_ghz": c.pos_num, **lists,
         "distances": lambda v, p: v,  # checked below, once the node count is known
-        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}, "smt_thread_speed": SMT_THREAD_SPEED}),
+        "cost": lambda v, p: c.mapping(v, p, specs["cost"], {"sources": {}, "smt_thread_speed": SMT_THREAD_SPEED,
+                                                             "line_hit_socket_ns": None, "line_hit_remote_ns": None}),
         "sources": c.sources,
     }
     t = c.mapping(d, "", top, {"description": "", "sources": {}})
@@ -248,7 +283,8 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
         parts[key] = []
         for i, item in enumerate(t[key]):
             p = f"{key}[{i}]"
-            parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], {})))
+            optional = {"remote_latency_ns": None} if key == "nodes" else {}  # older files: derived from SLIT
+            parts[key].append(_build(c, p, cls, c.mapping(item, p, specs[key], optional)))
     ncpus = sum(s.cores * s.threads_per_core for s in parts["sockets"])
     if ncpus > MAX_CPUS:  # before the Machine, which tabulates every CPU
         raise c.fail("sockets", f"{ncpus} CPUs", f"at most {MAX_CPUS} CPUs in all (x86-64 NR_CPUS_RANGE_END)")
@@ -307,25 +343,10 @@ def save_machine(m: Machine, path: str | Path) -> None:
 
 
 def load_machine(path: str | Path) -> Machine:
-    """Load and validate a machine YAML file; any problem is one UserError line."""
+    """Load and validate a machine YAML file (read within :mod:`mmsim.inputs`' limits); any problem is one
+    UserError line."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(where, e.strerror or type(e).__name__, "a readable machine YAML file") from None
-    except UnicodeDecodeError:
-        raise UserError(where, "not UTF-8 text", TOP_KEYS_HINT) from None
-    try:
-        d = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UserError(where, _yaml_problem(e), TOP_KEYS_HINT) from None
+    d = inputs.load_yaml(path, where, "a machine YAML file", TOP_KEYS_HINT)
     if not isinstance(d, dict):
         raise UserError(where, f"a YAML {type(d).__name__}", TOP_KEYS_HINT)
     return dict_to_machine(d, where)
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    problem = getattr(e, "problem", None) or type(e).__name__
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())

@@ -133,16 +133,10 @@ def touch_line(s: Any, cpu: int, key: Hashable, nlines: int, i: int, now: int) -
 
 
 def mem_latency_ns(s: Any, cpu: int, node: int) -> float:
-    """Idle load-to-use latency from ``cpu`` to memory on ``node``: the node's
-    own latency from its socket, scaled by SLIT (defined as relative latency)
-    when the CPU sits on another socket."""
-    m = s.machine
-    nd = m.nodes[node]
-    own = m.sockets[nd.socket].node
-    here = m.cpu_node(cpu)
-    lat = float(nd.latency_ns)
-    if here != own:
-        lat *= m.distances[here][node] / m.distances[own][node]
+    """Idle load-to-use latency from ``cpu`` to memory on ``node``
+    (:meth:`Machine.mem_latency_ns`: the node's own latency from its socket, its
+    remote latency from the nearest other socket, SLIT-scaled beyond)."""
+    lat: float = s.machine.mem_latency_ns(cpu, node)
     return lat
 
 
@@ -294,6 +288,6 @@ def flush_tlb_range(task: Task, mm: Any) -> int:
     ns = _ns(s, TLB_FLUSH_LOCAL[0])
     others = [c for c in mm_cpus(s, mm) if c != cpu]
     if others:
-        ns += 2 * max(s.machine.xfer_ns(cpu, c) for c in others)
+        ns += 2 * max(s.machine.xfer_ns(cpu, c, modified=True) for c in others)  # IPI and ack lines
     r: int = s.counters.busy(cpu, "flush_tlb_mm_range", int(ns) + 1, TLB_FLUSH_LOCAL[1])
     return r

@@ -61,7 +61,7 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         pending = yield from pa.free_owned(task, (mm, slot), pending)
     # flush_tlb_mm_range: an IPI to every other CPU of the mm and the wait for its ack
     xfer = s.machine.xfer_ns
-    pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o) for o in cpus if o != cpu)))
+    pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
     mm.vmas.remove(vma)
     yield pending
     yield mm.mmap_sem.up_write(task)

@@ -41,6 +41,7 @@ from math import isqrt
 from typing import Any
 
 from mmsim.engine.core import Task
+from mmsim.kernels.catalog import size_bytes
 from mmsim.locks.spinlock import Spinlock
 from mmsim.metrics.counters import Counters
 from mmsim.metrics.events import VmEvent
@@ -205,7 +206,8 @@ class PageAllocator:
         self.free_factor_on = pol("pcp_free_factor") == "on"
         self.free_high_rule = pol("pcp_free_high")
         self.nlists = NR_LOWORDER_PCP_LISTS + 1 if self.high_orders else MIGRATE_PCPTYPES
-        cap = 1024 * 1024 if pol("pcp_batch_cap") == "1m" else 512 * 1024
+        cap = size_bytes(pol("pcp_batch_cap"))
+        batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
         # struct page lines whose last writer is remembered: as many blocks as the LLC holds pages.
         owner_cap = m.cache("L3").size_kib * 1024 // PAGE_SIZE
         self.zones: list[Zone] = []
@@ -218,7 +220,7 @@ class PageAllocator:
             start += -(-pages >> MAX_ORDER) << MAX_ORDER
         self._setup_wmarks()
         for z in self.zones:
-            z.batch = max(1, zone_batchsize(z.managed_pages, cap))
+            z.batch = max(1, zone_batchsize(z.managed_pages, cap)) if batch_set == "auto" else int(batch_set)
             if pol("pcp_high") == "zone_highsize":
                 z.high = zone_highsize(z.wmark_low, z.managed_pages, z.batch, len(m.node_cpus(z.node)) or m.ncpus,
                                        int(pol("percpu_pagelist_high_fraction")))
@@ -310,7 +312,7 @@ class PageAllocator:
             if len(po) >= z.owner_cap:
                 del po[next(iter(po))]
         po[pfn] = cpu
-        return self._xfer(own, cpu) if own != cpu else 0.0
+        return self._xfer(own, cpu, modified=True) if own != cpu else 0.0
 
     def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
         """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
@@ -322,7 +324,7 @@ class PageAllocator:
         own = z.area_owner[order]
         if own != cpu:
             z.area_owner[order] = cpu
-            self._cs += 2 * self._xfer(own, cpu)
+            self._cs += 2 * self._xfer(own, cpu, modified=True)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:

@@ -334,7 +334,7 @@ class Slub:
             c.freelist -= 1
             self._stat(s, cpu, ALLOC_FASTPATH)
             fp = c.fp_cpu
-            pending += self._busy(cpu, "slab_alloc", self._xfer(fp, cpu) if fp != cpu else 0.0)
+            pending += self._busy(cpu, "slab_alloc", self._xfer(fp, cpu, modified=True) if fp != cpu else 0.0)
             return slab, pending
         return (yield from self._slab_alloc_slow(task, s, c, pending))
 
@@ -386,7 +386,7 @@ class Slub:
         c.freelist = got - 1
         c.fp_cpu = slab.freer
         if slab.freer != cpu:
-            extra += self._xfer(slab.freer, cpu)  # get_freepointer of the returned object
+            extra += self._xfer(slab.freer, cpu, modified=True)  # get_freepointer of the returned object
         return self.counters.busy(cpu, "___slab_alloc", int(extra))
 
     def _get_partial_node(

@@ -15,13 +15,22 @@ How measurements become model fields (the simulator charges a 4 KiB fault as
   THP fault; without THP, one core's streaming store bandwidth (numpy fill).
 * ``page_fault_ns`` = 4 KiB fault time - 4 KiB at ``core_clear_gbs`` - the
   path costs the model charges besides (handle_mm_fault, do_anonymous_page,
-  rmqueue_pcplist).
-* ``line_xfer_*_ns``: half a cache-line ping-pong round trip between a CPU pair.
-* ``ctx_switch_ns``: half a futex ping-pong round trip on one CPU.
-* ``wakeup_ns``: half a futex ping-pong round trip across two CPUs, minus
-  ``ctx_switch_ns``.
+  rmqueue_pcplist). A residual at or below zero is not a cost: the estimate
+  is kept and the note says so.
+* ``line_xfer_*_ns``: median of half a CAS ping-pong round trip between a CPU
+  pair of that kind (SMT siblings, two cores of one socket, two sockets).
+* ``ctx_switch_ns``: median of half a futex ping-pong round trip on one CPU.
+* ``wakeup_ns``: the same across two CPUs minus ``ctx_switch_ns``, kept only
+  when the difference is larger than the two measurements' spreads.
+* ``caches[].latency_ns`` / ``nodes[].latency_ns``: pointer chase over half of
+  each cache level, and over 8 x the LLC (at least 256 MiB) for DRAM.
 * ``nodes[].read_bw_gbs / write_bw_gbs``: one streaming process per CPU, summed
   (one node per socket; on multi-node hosts every node gets the socket-0 value).
+
+Every measured field's source names the benchmark, its median and its
+interquartile range. A measurement that failed (no C compiler, no such CPU
+pair) or was too noisy (IQR above half the median) keeps the estimate; the
+source says so and so does a note (printed on stderr by the CLI).
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from typing import Any
 
 from mmsim.machine import yamlio
 from mmsim.machine.host import config_path, detect_host, model_to_host_cpus
-from mmsim.machine.model import CostModel, Machine
+from mmsim.machine.model import CacheLevel, CostModel, Machine
 from mmsim.mm.costs import path
 from mmsim.native import microbench as mb
 from mmsim.native import safety, tasks
@@ -45,12 +54,12 @@ WARMUP_BYTES = 256 << 20
 # Paths the model charges on a 4 KiB anonymous fault besides page_fault_ns and the clear (mm/memory.py).
 FAULT_PATHS = ("handle_mm_fault", "do_anonymous_page", "rmqueue_pcplist")
 BUSY_LOAD_PER_CPU = 0.5  # a load average above this per CPU means other work competed for the CPUs
-MIN_NS = 1.0  # CostModel fields must be positive; a residual at or below zero is reported and floored
+DRAM_CHASE_MIN = 256 << 20  # bytes: DRAM pointer chase at least this, and 8 x the LLC
 
 
 def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run every microbenchmark; raw numbers (ns, GB/s) keyed by name."""
-    safety.check_memory("calibrate", WARMUP_BYTES)
+    """Run every microbenchmark; raw numbers (ns, GB/s) keyed by name, C ones as median/IQR dicts."""
+    safety.check_memory("calibrate", max(WARMUP_BYTES, DRAM_CHASE_MIN))
     out: dict[str, Any] = {"loadavg_before": _loadavg()}
     # First touch of memory the hypervisor has not backed (or has taken back: free page reporting)
     # costs extra: warm it once with each page size the fault benchmarks use.
@@ -61,25 +70,58 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     host_cpus = [c for c in model_to_host_cpus() if c >= 0]
     allowed = os.sched_getaffinity(0)
     cpus = [c for c in host_cpus if c in allowed]
+    machine = detect_host()
+    s0 = machine.sockets[0]
+    out["topology"] = {"sockets": len(machine.sockets), "cores_per_socket": s0.cores,
+                       "threads_per_core": s0.threads_per_core, "host_cpus": host_cpus}
     log("page faults")
     out["fault_4k_ns"] = mb.fault_4k_ns()
     out["fault_thp_ns"] = mb.fault_thp_ns()
     log("memory bandwidth")
     out["core_bw_gbs"] = mb.bandwidth_gbs()
     out["all_cpu_bw_gbs"] = mb.all_cpu_bandwidth_gbs(len(cpus))
+    out["helper"] = str(mb.helper() or "")
+    if not out["helper"]:
+        log("no working C compiler (cc): cache-line, futex and latency benchmarks skipped, estimates kept")
     out["pairs"] = {}
-    machine = detect_host()
     for kind, (a, b) in _pairs(machine, host_cpus).items():
         if a in allowed and b in allowed:
-            log(f"cache-line transfer {kind} (CPU {a} <-> {b})")
-            out["pairs"][kind] = {"cpus": [a, b], "line_xfer_ns": mb.line_transfer_ns(a, b)}
+            log(f"cache-line hand-off {kind} (CPU {a} <-> {b})")
+            st = mb.line_handoff_ns(a, b)
+            out["pairs"][kind] = {"cpus": [a, b], "line_xfer_ns": st.as_dict() if st else None}
     c0 = cpus[0]
     log("futex context switch and wake-up")
-    out["ctx_switch_ns"] = mb.futex_round_trip_ns(c0, c0)
+    st = mb.futex_handoff_ns(c0, c0)
+    out["ctx_switch_ns"] = st.as_dict() if st else None
     other = next((c for c in cpus if c != c0), None)
-    out["futex_wake_ns"] = mb.futex_round_trip_ns(c0, other) if other is not None else None
+    st = mb.futex_handoff_ns(c0, other) if other is not None else None
+    out["futex_wake_ns"] = st.as_dict() if st else None
+    log("pointer-chase latency per cache level and DRAM")
+    out["chase_ns"] = {}
+    for name, nbytes in _chase_sizes(machine).items():
+        st = mb.chase_ns(nbytes)
+        out["chase_ns"][name] = {"bytes": nbytes, **(st.as_dict() if st else {})} if st else None
     out["loadavg_after"] = _loadavg()
     return out
+
+
+def _chase_sizes(m: Machine) -> dict[str, int]:
+    """Working-set sizes whose chase sits on each level's plateau: half of each cache, and DRAM."""
+    # half of each private level; a quarter of the LLC, which other cores (other guests, on a VM) share
+    sizes = {c.name: c.size_kib * 1024 // (4 if c.name == "L3" else 2) for c in m.caches}
+    sizes["DRAM"] = max(DRAM_CHASE_MIN, 8 * m.cache("L3").size_kib * 1024)
+    return sizes
+
+
+def _usable(d: Any) -> bool:
+    """A C measurement dict that exists, is positive, and whose lower half is tight (microbench.Stat)."""
+    return bool(d) and d.get("median", 0) > 0 and d.get("low_spread_pct", 1e9) <= 100 * mb.MAX_LOW_SPREAD \
+        and d.get("samples", 0) >= 5
+
+
+def _desc(d: dict[str, Any]) -> str:
+    return (f"median {d['median']:,.1f} ns, p10 {d['p10']:,.1f}, IQR {d['p25']:,.1f}-{d['p75']:,.1f} ns "
+            f"over {d['samples']} samples")
 
 
 def _loadavg() -> float:
@@ -125,50 +167,84 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
     clear_ns = 4096 / cost["core_clear_gbs"]
     paths_ns = sum(path(p, m.freq_ghz)[0] for p in FAULT_PATHS)
     pf = raw["fault_4k_ns"] - clear_ns - paths_ns
-    if pf < MIN_NS:
-        notes.append(f"page_fault_ns residual {pf:.0f} ns <= 0: floored to {MIN_NS} ns")
-    cost["page_fault_ns"] = round(max(pf, MIN_NS), 2)
-    src["page_fault_ns"] = meas(
-        f"4 KiB fault {raw['fault_4k_ns']:,.0f} ns - 4 KiB clear {clear_ns:,.0f} ns - paths {paths_ns} ns "
-        f"({', '.join(FAULT_PATHS)})"
-    )
+    if pf > 0:
+        cost["page_fault_ns"] = round(pf, 2)
+        src["page_fault_ns"] = meas(
+            f"4 KiB fault {raw['fault_4k_ns']:,.0f} ns - 4 KiB clear {clear_ns:,.0f} ns - paths {paths_ns} ns "
+            f"({', '.join(FAULT_PATHS)})"
+        )
+    else:
+        notes.append(f"page_fault_ns: residual {pf:.0f} ns <= 0 (4 KiB fault {raw['fault_4k_ns']:,.0f} ns is less "
+                     f"than the clear and path costs): estimate {cost['page_fault_ns']} ns kept")
+        src["page_fault_ns"] = "estimate kept (measured residual <= 0); " + src.get("page_fault_ns", "")
+
+    def keep(field: str, why: str) -> None:
+        notes.append(f"{field}: {why}; estimate {cost[field]} kept")
+        src[field] = f"estimate kept ({why}); " + m.cost.sources.get(field, "estimate")
+
     pairs = raw.get("pairs", {})
     for kind in ("smt", "socket", "remote"):
         field = f"line_xfer_{kind}_ns"
-        if kind in pairs:
-            v = pairs[kind]["line_xfer_ns"]
-            a, b = pairs[kind]["cpus"]
-            if v < MIN_NS:
-                notes.append(f"{field} measured {v:.1f} ns (noise): floored to {MIN_NS} ns")
-            cost[field] = round(max(v, MIN_NS), 2)
-            src[field] = meas(f"cache-line ping-pong CPU {a} <-> {b}, half round trip minus loop overhead")
+        d: Any = pairs[kind].get("line_xfer_ns") if kind in pairs else None
+        if kind == "remote" and "remote" not in pairs and "socket" in pairs:
+            continue  # one socket: set below from the in-socket hand-off (never used on this host)
+        if kind not in pairs:
+            keep(field, "no such CPU pair on this host")
+        elif not _usable(d):
+            keep(field, "measurement failed or too noisy" + (f" ({_desc(d)})" if d else ""))
         else:
-            notes.append(f"{field}: no such CPU pair on this host; estimate kept")
-            src[field] = m.cost.sources.get(field, "estimate")
-    if "socket" in pairs and "remote" not in pairs:  # keep the estimated interconnect hop on top
-        cost["line_xfer_remote_ns"] = round(cost["line_xfer_socket_ns"] + m.cost.line_xfer_remote_ns
-                                            - m.cost.line_xfer_socket_ns, 2)
-        src["line_xfer_remote_ns"] = "measured in-socket hand-off + estimated hop; " + src["line_xfer_remote_ns"]
-    cost["ctx_switch_ns"] = round(max(raw["ctx_switch_ns"], MIN_NS), 2)
-    src["ctx_switch_ns"] = meas("futex ping-pong on one CPU, half round trip minus the futex syscalls")
-    if raw.get("futex_wake_ns") is not None:
-        wk = raw["futex_wake_ns"] - cost["ctx_switch_ns"]
-        if wk < MIN_NS:
-            notes.append(f"wakeup_ns residual {wk:.0f} ns <= 0: floored to {MIN_NS} ns")
-        cost["wakeup_ns"] = round(max(wk, MIN_NS), 2)
-        src["wakeup_ns"] = meas(f"futex ping-pong across CPUs, half round trip {raw['futex_wake_ns']:,.0f} ns "
-                                "minus ctx_switch_ns")
+            a, b = pairs[kind]["cpus"]
+            cost[field] = round(d["median"], 2)
+            src[field] = meas(f"CAS ping-pong CPU {a} <-> {b}, half round trip: {_desc(d)}")
+    if src["line_xfer_socket_ns"].startswith(MEASURED) and "remote" not in pairs:
+        # keep the estimated interconnect hop on top of the measured in-socket hand-off
+        hop = m.cost.line_xfer_remote_ns - m.cost.line_xfer_socket_ns
+        cost["line_xfer_remote_ns"] = round(cost["line_xfer_socket_ns"] + hop, 2)
+        src["line_xfer_remote_ns"] = (f"one socket, so never used here: measured in-socket hand-off + estimated "
+                                      f"{hop:.0f} ns hop; {m.cost.sources.get('line_xfer_remote_ns', '')}")
+    for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
+        cost[hit] = cost[hitm]
+        src[hit] = f"not measured (needs a third core to hold the clean copy): equal to {hitm}"
+    ctx: Any = raw.get("ctx_switch_ns")
+    if _usable(ctx):
+        cost["ctx_switch_ns"] = round(ctx["median"], 2)
+        src["ctx_switch_ns"] = meas(f"futex ping-pong on one CPU, half round trip incl. the syscalls: {_desc(ctx)}")
     else:
-        notes.append("wakeup_ns: one CPU only; estimate kept")
-        src["wakeup_ns"] = m.cost.sources.get("wakeup_ns", "estimate")
+        keep("ctx_switch_ns", "futex measurement failed or too noisy")
+    wake: Any = raw.get("futex_wake_ns")
+    if wake is None:
+        keep("wakeup_ns", "one CPU only or measurement failed")
+    elif not (_usable(wake) and _usable(ctx)):
+        keep("wakeup_ns", f"cross-CPU futex hand-off too noisy ({_desc(wake)})")
+    else:
+        wk = wake["median"] - ctx["median"]
+        noise = (wake["median"] - wake["p10"]) + (ctx["median"] - ctx["p10"])
+        if wk > noise:
+            cost["wakeup_ns"] = round(wk, 2)
+            src["wakeup_ns"] = meas(f"futex ping-pong across CPUs, half round trip ({_desc(wake)}) minus "
+                                    f"ctx_switch_ns ({ctx['median']:,.1f} ns)")
+        else:
+            keep("wakeup_ns", f"cross-CPU hand-off {wake['median']:,.0f} ns minus one-CPU {ctx['median']:,.0f} ns "
+                 f"= {wk:,.0f} ns is within the spreads ({noise:,.0f} ns)")
+    sources = dict(m.sources)
+    caches = _measured_caches(m, raw.get("chase_ns") or {}, notes, meas, sources)
     load = max(raw.get("loadavg_before", 0.0), raw.get("loadavg_after", 0.0))
     if load > BUSY_LOAD_PER_CPU * m.ncpus:
         notes.append(f"host busy while measuring (load average {load:.1f} on {m.ncpus} CPUs): the minima "
                      "may still include other users' time; calibrate again on a quiet host")
     bw = raw["all_cpu_bw_gbs"]
-    nodes = tuple(dataclasses.replace(n, read_bw_gbs=round(bw["read"], 2), write_bw_gbs=round(bw["write"], 2))
-                  for n in m.nodes)
-    sources = dict(m.sources)
+    dram: Any = (raw.get("chase_ns") or {}).get("DRAM")
+    below = [x.latency_ns for x, c in zip(caches, m.caches, strict=True) if x.latency_ns != c.latency_ns]
+    dram_ok = _usable(dram) and all(dram["median"] > b for b in below)  # above every measured level
+    nodes = tuple(dataclasses.replace(
+        n, read_bw_gbs=round(bw["read"], 2), write_bw_gbs=round(bw["write"], 2),
+        latency_ns=round(dram["median"], 2) if dram_ok else n.latency_ns, remote_latency_ns=None,
+    ) for n in m.nodes)
+    if dram_ok:
+        sources["nodes.latency_ns"] = meas(f"pointer chase over {dram['bytes'] >> 20} MiB: {_desc(dram)}")
+    else:
+        notes.append(f"nodes.latency_ns: DRAM pointer chase failed, noisy or not above the LLC; estimate "
+                     f"{m.nodes[0].latency_ns} ns kept")
     sources["nodes.bandwidth"] = meas(f"one streaming process per CPU, summed (read {bw['read']:.1f}, "
                                       f"write {bw['write']:.1f} GB/s)")
     core = raw["core_bw_gbs"]
@@ -176,9 +252,30 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
         f"one core: read {core['read']:.2f}, write {core['write']:.2f}, copy {core['copy']:.2f} GB/s")
     out = dataclasses.replace(
         m, description=m.description.replace("detected from /sys", "calibrated by mmsim calibrate"),
-        nodes=nodes, cost=CostModel(**cost, sources=src), sources=sources,
+        nodes=nodes, caches=caches, cost=CostModel(**cost, sources=src), sources=sources,
     )
     return out, notes
+
+
+def _measured_caches(m: Machine, chase: dict[str, Any], notes: list[str], meas: Callable[[str], str],
+                     sources: dict[str, str]) -> tuple[CacheLevel, ...]:
+    """Cache levels with their pointer-chase latencies, where measured, positive and increasing
+    (each level above the one before and below the next measured one, DRAM included)."""
+    out = []
+    prev = 0.0
+    names = [c.name for c in m.caches] + ["DRAM"]
+    for i, c in enumerate(m.caches):
+        d: Any = chase.get(c.name)
+        above = [chase[n]["median"] for n in names[i + 1:] if _usable(chase.get(n))]
+        if _usable(d) and d["median"] > prev and all(d["median"] < x for x in above):
+            out.append(dataclasses.replace(c, latency_ns=round(d["median"], 2)))
+            sources[f"caches.{c.name}.latency_ns"] = meas(f"pointer chase over {d['bytes'] >> 10} KiB: {_desc(d)}")
+        else:
+            why = "failed or too noisy" if not _usable(d) else f"{d['median']} ns is out of order with its neighbours"
+            notes.append(f"caches {c.name} latency_ns: pointer chase {why}; estimate {c.latency_ns} ns kept")
+            out.append(c)
+        prev = out[-1].latency_ns
+    return tuple(out)
 
 
 def _check_writable(target: Path) -> None:

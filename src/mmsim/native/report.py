@@ -57,9 +57,26 @@ def _times(r: Mapping[str, Any], key: str) -> str:
     return f"{fmt_num(n.get(name))}/{fmt_num(s.get(name))}"
 
 
+def format_primitives(rows: Sequence[Mapping[str, Any]]) -> Doc:
+    """The level-0 table of ``mmsim validate --suite primitives``."""
+    t = Table(["machine", "quantity", "simulated", "reference", "error %", "ok", "reference kind", "source"],
+              align="llrrrlll", title="Validation level 0: machine primitives (ns; bw GB/s)")
+    for r in rows:
+        t.rows.append([str(r["machine"]), str(r["quantity"]), fmt_num(r["simulated"]), fmt_num(r["reference"]),
+                       f"{r['error_pct']:+.1f}", "ok" if r["ok"] else "NO", str(r["reference_kind"]),
+                       str(r["source"])[:90]])
+    bad = sum(1 for r in rows if not r["ok"])
+    return [t, f"{len(rows)} rows, {bad} outside tolerance (latency/c2c +-15%, bandwidth +-20%)"]
+
+
 def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
+    prim = [r for r in rows if r.get("suite") == "primitives"]
+    rows = [r for r in rows if r.get("suite") != "primitives"]
+    if prim and not rows:
+        return format_primitives(prim)
     if not rows:
         return ["no validation cases"]
+    head: Doc = format_primitives(prim) if prim else []
     t = Table(["case", "metric", "native", "simulated", "error %", "cpu share", "sys s n/s", "user s n/s", "note"],
               align="llrrrrrrl",
               title=f"Validation on machine {rows[0].get('machine')} (kernel {rows[0].get('kernel')}):")
@@ -70,7 +87,7 @@ def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
                        fmt_num(r.get("simulated")), "-" if err is None else f"{err:+.1f}",
                        "-" if share is None else f"{100 * share:.0f}%", _times(r, "system_time"),
                        _times(r, "user_time"), str(r.get("note", ""))])
-    return [t, "\n".join([
+    return [*head, t, "\n".join([
         "cpu share: CPU time the native runs got / (wall x CPUs they could use); well below 100% means other",
         "  users of the host held the CPUs and the native result is low for that reason.",
         "sys s / user s: the median native run's system and user seconds (getrusage) / the simulation's: the",

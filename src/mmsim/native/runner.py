@@ -1,10 +1,13 @@
 """``run_native(spec) -> RunResult``: one workload executed on the host kernel.
 
-Everything is checked before anything runs (workload, ``-p``, ``--set``,
-memory budget). The workload then runs in a worker process
-(:mod:`mmsim.native.worker`) in its own process group, under ``perf stat``
-software events when perf can count; the hugetlb pool is grown for the run
-and restored after it. The result has the shape of ``mmsim run``'s
+First whatever a killed earlier run left behind is undone
+(:func:`mmsim.native.journal.recover`, each action reported). Everything is
+checked before anything runs (workload, ``-p``, ``--set``, the memory cap
+over every parameter that reserves host memory). The run's changes are
+recorded in a journal before they are made. The workload then runs in a
+worker process (:mod:`mmsim.native.worker`) in its own process group, under
+``perf stat`` software events when perf can count, and dies with this
+process; the hugetlb pool is grown for the run and restored after it. The result has the shape of ``mmsim run``'s
 (:class:`~mmsim.experiments.run.RunResult`) with ``mode = "native"``, plus
 ``rusage``, ``host`` (the THP/hugetlb settings in force) and ``notes``.
 """
@@ -15,15 +18,15 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
-from mmsim.native import safety, sysinfo
+from mmsim.native import journal, safety, sysinfo
 from mmsim.native.workloads import get_native, resolve_native_params
 
 THP_VALUES = ("always", "madvise", "never")
@@ -103,30 +106,43 @@ def _notes(thp: str | None, host: dict[str, str], warm: bool, hugetlb: bool) -> 
     return notes
 
 
-def run_native(spec: NativeSpec) -> dict[str, Any]:
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"mmsim: {line}\n")
+    sys.stderr.flush()
+
+
+def recover(log: Callable[[str], None] = _stderr) -> list[str]:
+    """Undo what killed native runs left (sysctls, workers, temp dirs); each action is logged and returned."""
+    lines = journal.recover()
+    for line in lines:
+        log(line)
+    return lines
+
+
+def run_native(spec: NativeSpec, log: Callable[[str], None] = _stderr) -> dict[str, Any]:
     """Run ``spec`` on the host; a :class:`~mmsim.native.safety.Skip` when it cannot run here."""
     from mmsim.experiments.run import RunResult
 
     w = get_native(spec.workload)
     params = resolve_native_params(w, spec.params)
     thp = check_policies(spec.policies)
-    size_field = "-p size" if "size" in params else "-p " + next(iter(w.params))
-    safety.check_memory(size_field, w.footprint(params))
+    recovered = recover(log)  # first: a killed run's hugetlb pool would also shrink MemAvailable
+    safety.check_host_memory(w.name, params, w.footprint(params))
     job = {"workload": w.name, "params": spec.params, "thp": thp, "warm": spec.warm}
     pages = w.hugetlb_pages(params)
     from mmsim.native.workloads import overcommit_pages
 
-    with safety.terminate_as_exception():
+    with safety.terminate_as_exception(), journal.Journal() as jr:
         if pages:
             guard: safety.HugetlbPool | safety.HugetlbSysctls = (
-                safety.HugetlbSysctls(pages, params["nr_hugepages"], overcommit_pages(params))
-                if "nr_overcommit_hugepages" in params else safety.HugetlbPool(pages))
+                safety.HugetlbSysctls(pages, params["nr_hugepages"], overcommit_pages(params), journal=jr)
+                if "nr_overcommit_hugepages" in params else safety.HugetlbPool(pages, journal=jr))
             with guard:
                 host = _host_settings()  # the pool as the run sees it, before it is restored
-                out, perf = _run_worker(job)
+                out, perf = _run_worker(job, jr)
         else:
             host = _host_settings()
-            out, perf = _run_worker(job)
+            out, perf = _run_worker(job, jr)
     wall = out["wall_seconds"]
     # perf counts the whole worker process tree, interpreter start-up included; so does its elapsed time
     perf = {**perf, "seconds-time-elapsed": out["process_seconds"]} if perf else {}
@@ -138,25 +154,41 @@ def run_native(spec: NativeSpec) -> dict[str, Any]:
         policies={"thp": thp or "host default"}, command=w.command(params), mode="native",
     )
     d: dict[str, Any] = res.to_dict()
-    d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=_notes(thp, host, spec.warm, pages > 0))
+    notes = [f"recovered: {line}" for line in recovered] + _notes(thp, host, spec.warm, pages > 0)
+    d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=notes)
     return d
 
 
-def _run_worker(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run the worker (under perf stat when it works); its process group is always killed and reaped."""
-    with tempfile.TemporaryDirectory(prefix="mmsim-native-") as tmp:
-        out_path, perf_path = Path(tmp) / "out.json", Path(tmp) / "perf.csv"
-        cmd = [sys.executable, "-m", "mmsim.native.worker", json.dumps(job), str(out_path)]
+def _run_worker(job: dict[str, Any], jr: journal.Journal) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the worker (under perf stat when it works); its process group is always killed and reaped.
+
+    The worker (or perf, its parent) gets PR_SET_PDEATHSIG and the read end of
+    a pipe whose only write end this process holds: when this process dies,
+    the worker sees EOF and kills its whole group (perf and the forked tasks).
+    The temp dir and the group are in the journal, for recovery after SIGKILL.
+    """
+    tmp = jr.tmpdir()
+    try:
+        out_path, perf_path = tmp / "out.json", tmp / "perf.csv"
+        watch_r, watch_w = os.pipe()
+        cmd = [sys.executable, "-m", "mmsim.native.worker", json.dumps(job), str(out_path), str(watch_r)]
         use_perf = perf_works()
         if use_perf:
             exe = sysinfo.perf_path() or "perf"
             cmd = [exe, "stat", "-x,", "-o", str(perf_path), "-e", ",".join(PERF_EVENTS), "--", *cmd]
         env = {**os.environ, "PYTHONPATH": _src_path() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env=env)
+        try:
+            proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    env=env, pass_fds=(watch_r,), preexec_fn=safety.die_with_parent(os.getpid()))
+        finally:
+            os.close(watch_r)
         t0 = time.perf_counter()
-        with safety.Reaper(proc):
-            _, err = proc.communicate()
+        try:
+            with safety.Reaper(proc):
+                jr.group(proc.pid)
+                _, err = proc.communicate()
+        finally:
+            os.close(watch_w)
         elapsed = time.perf_counter() - t0
         if proc.returncode != 0 or not out_path.is_file():
             lines = err.decode(errors="replace").strip().splitlines()
@@ -165,6 +197,8 @@ def _run_worker(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
         out["process_seconds"] = round(elapsed, 6)
         perf = parse_perf_csv(perf_path.read_text()) if use_perf and perf_path.is_file() else {}
         return out, perf
+    finally:
+        jr.drop_tmpdir(tmp)
 
 
 def _src_path() -> str:

@@ -1,33 +1,147 @@
 """Guards for running workloads on the real host.
 
-* :func:`check_memory`: a run may use at most :data:`MEM_FRACTION` of
-  MemAvailable, so native mode never pushes the host (shared with other
-  users) into reclaim, swap or the OOM killer.
-* :class:`HugetlbPool`: grows ``/proc/sys/vm/nr_hugepages`` for a run (root
-  only) and puts the old value back on exit, on Ctrl-C (KeyboardInterrupt),
-  on SIGTERM/SIGHUP (turned into :class:`Interrupted`) and on errors.
+* :func:`check_host_memory`: a run may reserve at most :data:`MEM_FRACTION`
+  of MemAvailable, counting every parameter that takes host memory (the
+  footprint: size, or per-task size x tasks; the persistent hugetlb pool
+  growth ``nr_hugepages``; the surplus limit ``nr_overcommit_hugepages``),
+  before anything is written, so native mode never pushes the host (shared
+  with other users) into reclaim, swap or the OOM killer.
+* :class:`HugetlbPool` / :class:`HugetlbSysctls`: set ``/proc/sys/vm`` hugetlb
+  knobs for a run (root only). Every write goes through :func:`write_sysctl`,
+  which first records the old value in the run's
+  :class:`~mmsim.native.journal.Journal` and re-checks the cap; the old value
+  is put back on exit, on Ctrl-C (KeyboardInterrupt), on SIGTERM/SIGHUP
+  (turned into :class:`Interrupted`) and on errors, and after SIGKILL by the
+  next run's :func:`~mmsim.native.journal.recover`.
 * :class:`Reaper`: the workload runs as its own process group; whatever
-  happens, the group is killed and every child waited for.
+  happens, the group is killed and every child waited for. The worker also
+  dies with its parent (PR_SET_PDEATHSIG, and a pipe it watches).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import Any
 
 from mmsim.errors import UserError
 from mmsim.native import sysinfo
+from mmsim.native.journal import Journal
 
 # At most half of MemAvailable: leaves the other half to the page cache and to
 # the other users of the host, and keeps a run well clear of reclaim (whose
 # cost would then be measured instead of the fault path).
 MEM_FRACTION = 0.5
+HPAGE = sysinfo.HPAGE_BYTES
+PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
+
+# The two parameters whose product is a workload's footprint: per-task size and task count
+# (vm-scalability's size is already the total over nr_task).
+FOOTPRINT_FIELDS = {
+    "will-it-scale/page_fault1": ("memsize", "nr_task"),
+    "lmbench/bw_unix": ("msg", "pairs"),
+    "thp_memscale": ("bytes", "threads"),
+}
+
+
+def memory_limit(available: int | None = None) -> tuple[int, int]:
+    """(the cap in bytes, MemAvailable it is a fraction of)."""
+    avail = sysinfo.mem_available_bytes() if available is None else available
+    return int(avail * MEM_FRACTION), avail
+
+
+def _limit_text(limit: int, avail: int) -> str:
+    return f"at most {limit} bytes ({MEM_FRACTION:.0%} of MemAvailable = {avail} bytes)"
+
+
+def check_memory(field: str, nbytes: int, available: int | None = None) -> None:
+    """UserError when ``nbytes`` exceeds MEM_FRACTION of MemAvailable."""
+    limit, avail = memory_limit(available)
+    if nbytes > limit:
+        raise UserError(field, nbytes, _limit_text(limit, avail))
+
+
+def reservations(workload: str, params: dict[str, Any], footprint: int,
+                 pool_pages: int | None = None) -> list[tuple[str, Any, int, str]]:
+    """Each way a run takes host memory: (``-p`` field, its value, bytes, what).
+
+    ``nr_hugepages`` counts the pages the persistent pool grows by (the
+    runner grows it to at least that, never shrinks it); the surplus limit
+    ``nr_overcommit_hugepages`` counts whole, since while it is in force any
+    process may take surplus pages up to it.
+    """
+    size_f, count_f = FOOTPRINT_FIELDS.get(workload, ("size", "nr_task"))
+    what = f"{size_f} x {count_f}" if workload in FOOTPRINT_FIELDS else "the run's anonymous memory"
+    out: list[tuple[str, Any, int, str]] = [(f"-p {size_f}", params.get(size_f), footprint, what)]
+    if "nr_hugepages" in params:
+        cur = sysinfo.hugetlb_pool_pages() if pool_pages is None else pool_pages
+        grow = max(0, int(params["nr_hugepages"]) - (cur or 0))
+        out.append(("-p nr_hugepages", params["nr_hugepages"], grow * HPAGE,
+                    f"{grow} huge pages added to the persistent pool"))
+    if "nr_overcommit_hugepages" in params:
+        from mmsim.native.workloads import overcommit_pages
+
+        oc = overcommit_pages(params)
+        out.append(("-p nr_overcommit_hugepages", params["nr_overcommit_hugepages"], oc * HPAGE,
+                    f"up to {oc} surplus huge pages"))
+    return out
+
+
+def check_host_memory(workload: str, params: dict[str, Any], footprint: int, available: int | None = None,
+                      pool_pages: int | None = None) -> int:
+    """UserError naming the field when the run would reserve more than the cap; returns the bytes reserved.
+
+    Each reservation alone, then the run's total: the larger of the footprint
+    and the hugetlb pool growth plus the surplus limit (the run's own pages
+    come out of those).
+    """
+    limit, avail = memory_limit(available)
+    items = reservations(workload, params, footprint, pool_pages)
+    for field, value, nbytes, what in items:
+        if nbytes > limit:
+            raise UserError(field, value, f"{_limit_text(limit, avail)}; this reserves {nbytes} bytes ({what})")
+    hugetlb = sum(n for f, _, n, _ in items[1:])
+    total = max(footprint, hugetlb)
+    if total > limit:
+        field, value = max(items, key=lambda i: i[2])[:2]
+        parts = ", ".join(f"{f.removeprefix('-p ')} {n}" for f, _, n, _ in items[1:])
+        raise UserError(field, value, f"{_limit_text(limit, avail)} in all; hugetlb reserves {hugetlb} bytes "
+                        f"({parts})")
+    return total
+
+
+def write_sysctl(path: Path, value: int, journal: Journal | None) -> None:
+    """The one place native mode writes the kernel: record the old value in ``journal`` (fsync'd) and re-check
+    the memory cap for pool growth, then write."""
+    old = _read_int(path)
+    if path.name in ("nr_hugepages", "nr_overcommit_hugepages") and value > old:
+        limit, avail = memory_limit()
+        if (value - old) * HPAGE > limit:
+            raise UserError(f"vm.{path.name}", value, f"{_limit_text(limit, avail)}; growing it by {value - old} "
+                            f"huge pages reserves {(value - old) * HPAGE} bytes")
+    if journal is not None:
+        journal.record_sysctl(path, old)
+    path.write_text(str(value))
+
+
+def _restore_sysctl(path: Path, value: int, journal: Journal | None) -> None:
+    for _ in range(50):  # pages still mapped by an exiting child are freed a moment later
+        try:
+            path.write_text(str(value))
+            if _read_int(path) == value:
+                if journal is not None:
+                    journal.forget_sysctl(path)
+                return
+        except OSError:
+            pass
+        time.sleep(0.02)
 
 
 class Skip(Exception):
@@ -36,14 +150,6 @@ class Skip(Exception):
 
 class Interrupted(Exception):
     """SIGTERM or SIGHUP arrived while a native run held host resources."""
-
-
-def check_memory(field: str, nbytes: int, available: int | None = None) -> None:
-    """UserError when ``nbytes`` exceeds MEM_FRACTION of MemAvailable."""
-    avail = sysinfo.mem_available_bytes() if available is None else available
-    limit = int(avail * MEM_FRACTION)
-    if nbytes > limit:
-        raise UserError(field, nbytes, f"at most {limit} bytes ({MEM_FRACTION:.0%} of MemAvailable = {avail} bytes)")
 
 
 @contextmanager
@@ -70,9 +176,10 @@ class HugetlbPool:
     hugetlb support.
     """
 
-    def __init__(self, pages: int, path: Path = sysinfo.NR_HUGEPAGES) -> None:
+    def __init__(self, pages: int, path: Path = sysinfo.NR_HUGEPAGES, journal: Journal | None = None) -> None:
         self.pages = pages
         self.path = path
+        self.journal = journal
         self.saved: int | None = None
 
     def _read(self) -> int:
@@ -91,10 +198,13 @@ class HugetlbPool:
             raise Skip(f"hugetlb needs {self.pages} free huge pages ({free} free); growing the pool needs root")
         self.saved = self._read()
         try:
-            self.path.write_text(str(self.saved + self.pages - free))
+            write_sysctl(self.path, self.saved + self.pages - free, self.journal)
         except OSError as e:
             self.restore()
             raise Skip(f"cannot resize the hugetlb pool: {e.strerror}") from None
+        except BaseException:
+            self.saved = None  # nothing was written
+            raise
         got = self._free()
         if got < self.pages:
             self.restore()
@@ -104,14 +214,7 @@ class HugetlbPool:
     def restore(self) -> None:
         if self.saved is None:
             return
-        for _ in range(50):  # pages still mapped by an exiting child are freed a moment later
-            try:
-                self.path.write_text(str(self.saved))
-                if self._read() == self.saved:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.02)
+        _restore_sysctl(self.path, self.saved, self.journal)
         self.saved = None
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
@@ -128,8 +231,9 @@ class HugetlbSysctls:
     """
 
     def __init__(self, need: int, persistent: int = 0, overcommit: int | None = None,
-                 vm: Path = sysinfo.NR_HUGEPAGES.parent) -> None:
+                 vm: Path = sysinfo.NR_HUGEPAGES.parent, journal: Journal | None = None) -> None:
         self.need = need
+        self.journal = journal
         self.want: dict[Path, int] = {}
         self.vm = vm
         self.persistent = persistent
@@ -157,11 +261,15 @@ class HugetlbSysctls:
                        + ", ".join(f"{p.name}={v}" for p, v in self.want.items()) + " needs root")
         try:
             for path, value in self.want.items():
-                self.saved[path] = _read_int(path)
-                path.write_text(str(value))
+                old = _read_int(path)
+                write_sysctl(path, value, self.journal)
+                self.saved[path] = old
         except OSError as e:
             self.restore()
             raise Skip(f"cannot set the hugetlb sysctls: {e.strerror}") from None
+        except BaseException:
+            self.restore()
+            raise
         if self._room() < self.need:
             room = self._room()
             self.restore()
@@ -170,14 +278,7 @@ class HugetlbSysctls:
 
     def restore(self) -> None:
         for path, value in reversed(list(self.saved.items())):
-            for _ in range(50):  # pages of an exiting child are freed a moment later
-                try:
-                    path.write_text(str(value))
-                    if _read_int(path) == value:
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.02)
+            _restore_sysctl(path, value, self.journal)
         self.saved.clear()
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
@@ -236,3 +337,16 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             return True
     return False
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when the thread that started it dies (PR_SET_PDEATHSIG,
+    kernel/exit.c forget_original_parent), and exits at once if that already happened."""
+
+    def setup() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return setup

@@ -1,15 +1,22 @@
-"""The process that runs one native workload: ``python -m mmsim.native.worker SPEC OUT``.
+"""The process that runs one native workload: ``python -m mmsim.native.worker SPEC OUT [WATCH_FD]``.
 
 It runs in its own session (process group) so the parent can always kill
 and reap it and everything it forked; under ``perf stat`` when perf is
-available. It snapshots /proc/vmstat and getrusage around the workload only
-(not the interpreter start-up) and writes one JSON object to ``OUT``.
+available. It dies with the ``mmsim native`` process: PR_SET_PDEATHSIG on
+the parent's direct child (perf, or this worker), and a watcher process
+(:func:`watch_parent`) that reads ``WATCH_FD``, a pipe whose write end only
+that process holds: at EOF (the parent is gone, however it died) it SIGKILLs
+the whole process group, perf, this worker and the forked tasks included.
+It snapshots /proc/vmstat and getrusage around the workload only (not the
+interpreter start-up) and writes one JSON object to ``OUT``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
+import signal
 import sys
 import time
 from typing import Any
@@ -67,8 +74,39 @@ def run_body(spec: dict[str, Any]) -> dict[str, Any]:
     return {"metrics": metrics, "rusage": rusage, "vmstat": sysinfo.vmstat_delta(v0, v1), "wall_seconds": wall}
 
 
+def watch_parent(fd: int) -> None:
+    """Fork a watcher that SIGKILLs this process group when the pipe ``fd`` reaches EOF (its only writer,
+    the ``mmsim native`` process, is gone).
+
+    A process, not a thread: it needs no GIL (the worker's main thread may sit
+    in a long C loop) and outlives the worker itself, which PR_SET_PDEATHSIG
+    may kill first, so the worker's forked tasks (and their children) die too.
+    After a normal run the parent kills the group, this watcher with it.
+    """
+    if os.fork() != 0:
+        os.close(fd)
+        return
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):  # never hold the parent's stderr pipe open
+            os.dup2(null, std)
+        while True:
+            try:
+                if not os.read(fd, 4096):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
 def main(argv: list[str]) -> int:
-    spec_text, out = argv
+    spec_text, out, *watch = argv
+    if watch:
+        watch_parent(int(watch[0]))
     result = run_body(json.loads(spec_text))
     with open(out, "w") as f:
         json.dump(result, f)

@@ -132,7 +132,7 @@ def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: s
     m = system.machine
     cpu = task.cpu
     c = system.counters
-    hot_lat = m.xfer_ns(peer_cpu, cpu) or m.cost.line_xfer_smt_ns
+    hot_lat = m.xfer_ns(peer_cpu, cpu, modified=False) or m.cost.line_xfer_smt_ns  # read, not written, by the peer
     left = skb.len - skb.head_len
     ns = copy_ns(system, cpu, skb.head_len, hot_lat) if skb.head_len else 0
     cold_lines = 0
@@ -143,7 +143,7 @@ def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: s
             ns += copy_ns(system, cpu, b, hot_lat)
         else:
             node = system.page_alloc.page_node(pfn)
-            lat = m.nodes[node].latency_ns * m.distances[m.cpu_node(cpu)][node] / 10
+            lat = m.mem_latency_ns(cpu, node)
             ns += copy_ns(system, cpu, b, lat)
             cold_lines += b // LINE
     p = c.perf[cpu]
@@ -158,7 +158,7 @@ def skb_copy_to_iter(task: Task, system: Any, skb: Skb, nbytes: int, func: str) 
     wrote (lines modified in the writer's cache) into its own user buffer."""
     m = system.machine
     cpu = task.cpu
-    lat = m.xfer_ns(skb.writer_cpu, cpu) or m.cost.line_xfer_smt_ns
+    lat = m.xfer_ns(skb.writer_cpu, cpu, modified=True) or m.cost.line_xfer_smt_ns
     system.counters.perf[cpu][CACHE_REFERENCES] += nbytes // LINE
     charged: int = system.counters.busy(cpu, func, copy_ns(system, cpu, nbytes, lat), nbytes // 8)
     return charged

@@ -1,4 +1,4 @@
-"""A self-contained HTML page for a compare, sweep, bisect or reproduce result.
+"""A self-contained HTML page for a compare, sweep, bisect, run or reproduce result.
 
 One file, no external resources: the CSS is inline and the plots are inline
 SVG (:mod:`mmsim.report.plots`), so the page opens anywhere, offline, and
@@ -145,7 +145,7 @@ def _reproduce(outcomes: list[dict[str, Any]]) -> str:
 
 
 def report(data: Any) -> str:
-    """The HTML page for a ``to_dict()`` (compare, sweep, bisect) or a reproduce ``--json`` list."""
+    """The HTML page for a ``to_dict()`` (compare, sweep, bisect, run) or a reproduce ``--json`` list."""
     if isinstance(data, list) and all(isinstance(o, dict) and "checks" in o for o in data):
         title, body = "mmsim reproduce: published vs simulated", _reproduce(data)
     elif isinstance(data, dict) and data.get("kind") == "compare":
@@ -154,8 +154,13 @@ def report(data: Any) -> str:
         title, body = f"sweep {data['workload']}", _sweep(data)
     elif isinstance(data, dict) and data.get("kind") == "bisect":
         title, body = f"bisect {data['workload']} on {data['machine']}: {data['metric']}", _bisect(data)
+    elif isinstance(data, dict) and "kind" not in data and "perf" in data and "sim" in data:
+        from mmsim.report.text import format_run
+
+        title, body = f"run {data['workload']} on {data['machine']}: {data['kernel']}", _doc(format_run(data))
     else:
-        raise UserError("INPUT", type(data).__name__, "the --json output of mmsim compare, sweep, bisect or reproduce")
+        raise UserError("INPUT", type(data).__name__,
+                        "the --json output of mmsim compare, sweep, bisect, run or reproduce")
     from mmsim import __version__
 
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

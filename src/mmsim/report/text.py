@@ -1,6 +1,6 @@
 """Text reports in the formats kernel people already read.
 
-* :func:`format_run` — ``perf stat`` counters, the benchmark's own metrics,
+* :func:`format_run` — ``perf stat`` counters (:mod:`mmsim.report.perfstat`), the benchmark's own metrics,
   the top of a ``perf report`` cycle profile, a ``/proc/lock_stat``-like table
   and one line about the simulation itself.
 * :func:`format_outcomes` — ``mmsim reproduce``: published vs simulated vs
@@ -41,73 +41,26 @@ def command_line(run: Mapping[str, Any]) -> str:
     return " ".join([str(run.get("workload", "?")), *(f"{k}={v}" for k, v in params.items())])
 
 
-def _rate(count: float, seconds: float) -> str:
-    """perf stat's ``K/sec`` style rate of a software event over task-clock."""
-    if seconds <= 0:
-        return ""
-    r = count / seconds
-    for div, unit in ((1e9, "G/sec"), (1e6, "M/sec"), (1e3, "K/sec")):
-        if r >= div:
-            return f"{r / div:8.3f} {unit}"
-    return f"{r:8.3f} /sec"
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
-
-
-def _perf_comments(perf: Mapping[str, float]) -> dict[str, str]:
-    """The ``# ...`` column of perf stat, derived exactly as perf derives it."""
-    task_ms = float(perf.get("task-clock", 0.0))
-    elapsed = float(perf.get("seconds-time-elapsed", 0.0))
-    cycles = float(perf.get("cycles", 0.0))
-    task_s = task_ms / 1e3
-    out: dict[str, str] = {}
-    if (u := _ratio(task_ms, elapsed * 1e3)) is not None:
-        out["task-clock"] = f"{u:8.3f} CPUs utilized"
-    for name in ("context-switches", "cpu-migrations", "page-faults", "cache-references"):
-        if name in perf:
-            out[name] = _rate(float(perf[name]), task_s)
-    if (ghz := _ratio(cycles, task_ms * 1e6)) is not None:
-        out["cycles"] = f"{ghz:8.3f} GHz"
-    if (ipc := _ratio(float(perf.get("instructions", 0.0)), cycles)) is not None:
-        out["instructions"] = f"{ipc:8.2f}  insn per cycle"
-    miss = _ratio(float(perf.get("cache-misses", 0.0)), float(perf.get("cache-references", 0.0)))
-    if miss is not None:
-        out["cache-misses"] = f"{100 * miss:8.2f}% of all cache refs"
-    return out
-
-
-_PERF_ORDER = (
-    "task-clock", "context-switches", "cpu-migrations", "page-faults",
-    "cycles", "instructions", "cache-references", "cache-misses",
-)
-
-
 def perf_stat_block(run: Mapping[str, Any]) -> str:
-    """``perf stat`` output for a simulated run."""
-    perf: Mapping[str, float] = run.get("perf") or {}
-    comments = _perf_comments(perf)
-    where = ", ".join(str(run[k]) for k in ("machine", "kernel") if run.get(k))
-    lines = [f" Performance counter stats for '{command_line(run)}' ({where}):", ""]
-    for name in _PERF_ORDER:
-        if name not in perf:
-            continue
-        v = float(perf[name])
-        if name == "task-clock":
-            count, label = f"{v:,.2f}", f"msec {name}"
-        else:
-            count, label = fmt_int(v), f"     {name}"
-        note = comments.get(name, "")
-        lines.append((f"{count:>20} {label:<26}" + (f" # {note}" if note else "")).rstrip())
-    if "seconds-time-elapsed" in perf:
-        lines += ["", f"{float(perf['seconds-time-elapsed']):20.9f} seconds time elapsed"]
-    return "\n".join(lines)
+    """``perf stat`` output of one run, as perf prints it (:func:`mmsim.report.perfstat.text`),
+    without the blank lines around it (a Doc block)."""
+    from mmsim.report import perfstat
+
+    return perfstat.text([run], command_line(run)).strip("\n")
 
 
-def metrics_table(metrics: Mapping[str, float]) -> Table:
-    t = Table(["metric", "value"], title="Benchmark metrics:")
-    t.rows = [[k, fmt_num(v)] for k, v in metrics.items()]
+def metrics_table(metrics: Mapping[str, float], runs: Sequence[Mapping[str, float]] = ()) -> Table:
+    """The benchmark's metrics; over ``runs`` (``-r N``): the mean and LKP's %stddev."""
+    if len(runs) < 2:
+        t = Table(["metric", "value"], title="Benchmark metrics:")
+        t.rows = [[k, fmt_num(v)] for k, v in metrics.items()]
+        return t
+    from mmsim.experiments.stats import summarize
+
+    t = Table(["metric", "mean", "%stddev"], title=f"Benchmark metrics (mean of {len(runs)} runs):")
+    for k in metrics:
+        s = summarize([float(r.get(k, 0.0)) for r in runs])
+        t.rows.append([k, fmt_num(s.mean), f"{s.pct_stddev:.2f}%"])
     return t
 
 
@@ -155,11 +108,19 @@ def sim_line(sim: Mapping[str, Any]) -> str:
     return f"sim: {events:,} events in {wall:.2f} s wall{rate}; {simulated:.6g} s simulated"
 
 
-def format_run(run: Mapping[str, Any]) -> Doc:
-    """The whole ``mmsim run`` report from ``RunResult.to_dict()``."""
-    doc: Doc = [perf_stat_block(run)]
+def format_run(runs: Mapping[str, Any] | Sequence[Mapping[str, Any]], perf_block: bool = True) -> Doc:
+    """The ``mmsim run`` report from ``RunResult.to_dict()`` (or the list of ``-r N``): perf stat
+    (unless ``perf_block`` is False: the CLI prints it raw, blank lines and all), the benchmark's
+    metrics, and of the first run the profile, SLUB statistics, lock_stat and the simulation line."""
+    rs: list[Mapping[str, Any]] = [runs] if isinstance(runs, Mapping) else list(runs)
+    run = rs[0]
+    doc: Doc = []
+    if perf_block:
+        from mmsim.report import perfstat
+
+        doc.append(perfstat.text(rs, command_line(run)).strip("\n"))
     if run.get("metrics"):
-        doc.append(metrics_table(run["metrics"]))
+        doc.append(metrics_table(run["metrics"], [r.get("metrics") or {} for r in rs]))
     if run.get("profile"):
         doc.append(profile_block(run["profile"]))
     slab = slab_stats_table(run.get("vmstat") or {})
@@ -167,7 +128,7 @@ def format_run(run: Mapping[str, Any]) -> Doc:
         doc.append(slab)
     if any(s.get("acquisitions", 0) for s in (run.get("locks") or {}).values()):
         doc.append(locks_table(run["locks"]))
-    doc.append(sim_line(run.get("sim") or {}))
+    doc.append(sim_line(run.get("sim") or {}) + (f" (run 1 of {len(rs)})" if len(rs) > 1 else ""))
     return doc
 
 

@@ -7,6 +7,7 @@ A workload is a small class registered by name: it declares its parameters
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,11 +85,28 @@ def resolve_params(w: Workload, given: dict[str, str]) -> dict[str, Any]:
         info = w.params.get(k)
         if info is None:
             raise UserError(f"-p {k}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
-        try:
-            out[k] = info.parse(v)
-        except (ValueError, TypeError):
-            raise UserError(f"-p {k}", v, info.allowed) from None
+        out[k] = parse_param(f"-p {k}", info, v)
     return out
+
+
+MAX_PARAM = (1 << 63) - 1  # the benchmarks read their options into a C long (strtol, atol)
+MAX_PARAM_CHARS = 200
+
+
+def parse_param(field: str, info: ParamInfo, v: str) -> Any:
+    """One ``-p`` value: ASCII only (``int()`` would take Arabic-Indic digits), parsed by the parameter's own
+    parser, then finite (no inf/nan, which ``1e400`` becomes) and within a C long."""
+    if not isinstance(v, str) or not v.isascii() or not v.isprintable() or len(v) > MAX_PARAM_CHARS:
+        raise UserError(field, v, f"{info.allowed} (printable ASCII, at most {MAX_PARAM_CHARS} characters)")
+    try:
+        x = info.parse(v)
+    except (ValueError, TypeError, OverflowError):
+        raise UserError(field, v, info.allowed) from None
+    if isinstance(x, float) and not math.isfinite(x):
+        raise UserError(field, v, f"{info.allowed}, finite")
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_PARAM:
+        raise UserError(field, v, f"{info.allowed}, at most 2^63-1")
+    return x
 
 
 def _load_builtin() -> None:

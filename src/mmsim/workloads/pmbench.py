@@ -248,6 +248,8 @@ class Pmbench:
         m = system.machine
         if p["setsize"] > p["mapsize"]:
             raise UserError("-p setsize", p["setsize"], f"at most mapsize ({p['mapsize']} MiB)")
+        if p["basecpu"] >= m.ncpus:
+            raise UserError("-p basecpu", p["basecpu"], f"an integer from 0 to {m.ncpus - 1} on {m.name}")
         if p["basecpu"] + p["jobs"] > m.ncpus:
             raise UserError("-p jobs", p["jobs"], f"at most {m.ncpus - p['basecpu']} on {m.name} (one CPU each)")
         if p["sampling"] == "page" and p["pattern"] == "linear":

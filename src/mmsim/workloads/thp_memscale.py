@@ -75,9 +75,11 @@ class ThpMemscale:
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
         n = p["threads"]
-        if p["basecpu"] + n > m.ncpus:
-            from mmsim.errors import UserError
+        from mmsim.errors import UserError
 
+        if p["basecpu"] >= m.ncpus:
+            raise UserError("-p basecpu", p["basecpu"], f"an integer from 0 to {m.ncpus - 1} on {m.name}")
+        if p["basecpu"] + n > m.ncpus:
             raise UserError("-p threads", n, f"at most {m.ncpus - p['basecpu']} on {m.name} (one CPU per thread)")
         if p["mapping"] == "hugetlb":
             per = -(-p["bytes"] // (2 << 20))
