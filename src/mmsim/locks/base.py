@@ -78,7 +78,7 @@ class CacheLine:
     def rmw(self, cpu: int, now: int) -> int:
         start = self.free_at if self.free_at > now else now
         if self.owner != cpu:
-            cost = int(self._xfer(self.owner, cpu, modified=True))  # the RMW left it dirty
+            cost = int(self._xfer(self.owner, cpu, True))  # modified: the RMW left it dirty
             self.owner = cpu
             self.transfers += 1
         else:

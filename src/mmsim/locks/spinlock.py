@@ -50,7 +50,7 @@ class SpinlockKind(str, Enum):
 class Spinlock:
     __slots__ = (
         "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters",
-        "line", "_spin_func", "_xfer",
+        "line", "_spin_func", "_xfer", "_engine", "_counters", "_ticket",
     )
 
     def __init__(
@@ -68,22 +68,25 @@ class Spinlock:
             "_raw_spin_lock" if kind is SpinlockKind.TICKET else "native_queued_spin_lock_slowpath"
         )
         self._xfer = ctx.machine.xfer_ns
+        self._engine = ctx.engine
+        self._counters = ctx.counters
+        self._ticket = kind is SpinlockKind.TICKET
 
     def acquire(self, task: Task) -> Any:
         """``spin_lock()``. Returns ns to yield (uncontended) or PARK (queued)."""
         st = self.stat
         st.acquisitions += 1
         cpu = task.cpu
-        now = self.ctx.engine.now
+        now = self._engine.now
         # xadd on the ticket / xchg on the MCS tail: one RMW of the lock line
         cost = self.line.rmw(cpu, now)
         if self.holder is None and not self.waiters:
             self.holder = task
             self.acquired_at = now + cost
-            return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost)
+            return self._counters.busy(cpu, "_raw_spin_lock", cost)
         st.contentions += 1
         self.waiters.append((task, now))
-        if self.kind is SpinlockKind.TICKET:
+        if self._ticket:
             self.line.add_spinner(cpu)
         return PARK
 
@@ -91,7 +94,8 @@ class Spinlock:
         """``spin_unlock()``: hand the lock to the next waiter, if any. Returns 0."""
         if self.holder is not task:
             raise RuntimeError(f"{self.name}: released by {task!r}, held by {self.holder!r}")
-        now = self.ctx.engine.now
+        engine = self._engine
+        now = engine.now
         st = self.stat
         hold = now - self.acquired_at
         st.hold_ns_total += hold
@@ -105,8 +109,8 @@ class Spinlock:
         ncpu = nxt.cpu
         line = self.line
         start = line.free_at if line.free_at > now else now
-        x = self._xfer(rel_cpu, ncpu, modified=True)  # the unlock store left the lock word dirty
-        if self.kind is SpinlockKind.TICKET:
+        x = self._xfer(rel_cpu, ncpu, True)  # modified: the unlock store left the lock word dirty
+        if self._ticket:
             # head++ invalidates every spinner; the next ticket holder is served at a
             # uniformly random place in the re-read storm: half the others on average.
             line.remove_spinner(ncpu)
@@ -121,6 +125,6 @@ class Spinlock:
         st.wait_ns_total += wait
         if wait > st.wait_ns_max:
             st.wait_ns_max = wait
-        self.ctx.counters.busy(ncpu, self._spin_func, wait)
-        self.ctx.engine.wake(nxt, h)
+        self._counters.busy(ncpu, self._spin_func, wait)
+        engine.wake(nxt, h)
         return 0
