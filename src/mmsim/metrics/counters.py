@@ -47,10 +47,10 @@ class Counters:
         """Charge ``ns`` of CPU time in ``func`` to ``cpu``; returns ``ns``."""
         p = self.perf[cpu]
         p[TASK_CLOCK] += ns
-        p[INSTRUCTIONS] += insns
         d = self.prof_ns[cpu]
         d[func] = d.get(func, 0) + ns
         if insns:
+            p[INSTRUCTIONS] += insns
             di = self.prof_insns[cpu]
             di[func] = di.get(func, 0) + insns
         return ns

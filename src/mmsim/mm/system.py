@@ -38,8 +38,12 @@ NUMA_STATS = (
 
 
 class System:
-    def __init__(self, machine: Machine, kernel: ResolvedKernel, seed: int) -> None:
+    def __init__(self, machine: Machine, kernel: ResolvedKernel, seed: int, exact: bool = False) -> None:
         self.machine = machine
+        # exact: every operation an event; else a workload may attach a sampling controller
+        # (mmsim.metrics.sampling.FastForward) to fast-forward its steady state
+        self.exact = exact
+        self.fast_forward: Any = None
         self.kernel = kernel
         self.engine = Engine(seed)
         self.counters = Counters(machine.ncpus)
