@@ -277,7 +277,7 @@ PATCHES: dict[str, Patch] = {
         # Message-Id 1381154053-4848-12-git-send-email-kirill.shutemov@linux.intel.com), merged
         # for v3.13 with the series; its upstream commit id was not found in the stored corpus,
         # so it is catalogued under this name.
-        Patch("x86-split-pmd-ptlock", "x86, mm: enable split page table lock for PMD level",
+        Patch("x86-splitpmd", "x86, mm: enable split page table lock for PMD level",
               {"pmd_ptl": "split"}, "v3.13"),
         Patch("e1f56c89b040", "mm: convert mm->nr_ptes to atomic_long_t", {"nr_ptes_atomic": "on"}, "v3.13"),
         Patch("8382d914ebf7", "mm, hugetlb: improve page-fault scalability",
