@@ -438,10 +438,12 @@ register(NativeWorkload(
         "mapping": ParamInfo("thp", "thp: malloc with THP per --set thp; hugetlb: MAP_HUGETLB",
                              parse_choice("thp", "hugetlb"), "thp, hugetlb"),
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+        "basemem": ParamInfo(0, "-m: first memory node; as in the model, memory is placed by first touch "
+                             "on the thread's own node (workloads/thp_memscale.py)", parse_int(0), "an integer >= 0"),
     },
     body=_thp_memscale,
     footprint=_thp_memscale_footprint,
     command=lambda p: (f"{'thp_memscale_hugetlbfs' if p['mapping'] == 'hugetlb' else 'thp_memscale'} "
-                       f"-C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"),
+                       f"-C {p['basecpu']} -m {p['basemem']} -c {p['threads']} -b {p['bytes']}"),
     hugetlb_pages=lambda p: (-(-int(p["bytes"]) // HPAGE) * int(p["threads"])) if p["mapping"] == "hugetlb" else 0,
 ))
