@@ -33,6 +33,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
@@ -423,6 +424,9 @@ def _thp_memscale_footprint(p: dict[str, Any]) -> int:
     if not need <= allowed:
         raise UserError("-p threads", p["threads"],
                         f"CPUs basecpu..basecpu+threads-1 must exist here (allowed CPUs: {sorted(allowed)})")
+    nodes = sorted(int(d.name[4:]) for d in Path("/sys/devices/system/node").glob("node[0-9]*")) or [0]
+    if p["basemem"] not in nodes:
+        raise UserError("-p basemem", p["basemem"], f"a memory node of this host: {', '.join(map(str, nodes))}")
     return n
 
 
@@ -438,10 +442,14 @@ register(NativeWorkload(
         "mapping": ParamInfo("thp", "thp: malloc with THP per --set thp; hugetlb: MAP_HUGETLB",
                              parse_choice("thp", "hugetlb"), "thp, hugetlb"),
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+        # -m: as in the simulated workload (mmsim.workloads.thp_memscale's docstring), the first memory node;
+        # memory is placed by first touch on each pinned thread's node, so it is shown, not acted on
+        "basemem": ParamInfo(0, "-m: first memory node (shown in the command; memory is placed by first touch)",
+                             parse_int(0), "an integer >= 0"),
     },
     body=_thp_memscale,
     footprint=_thp_memscale_footprint,
     command=lambda p: (f"{'thp_memscale_hugetlbfs' if p['mapping'] == 'hugetlb' else 'thp_memscale'} "
-                       f"-C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"),
+                       f"-C {p['basecpu']} -m {p['basemem']} -c {p['threads']} -b {p['bytes']}"),
     hugetlb_pages=lambda p: (-(-int(p["bytes"]) // HPAGE) * int(p["threads"])) if p["mapping"] == "hugetlb" else 0,
 ))
