@@ -35,8 +35,11 @@ def estimates(m: Machine) -> list[str]:
         t = text.lower()
         return "estimate" in t or "inference" in t or "assumed" in t
 
-    out = [f"cost.{f}" for f, s in m.cost.sources.items()
-           if unsourced(s) and f not in ("line_hit_socket_ns", "line_hit_remote_ns")]
+    # a clean-line cost equal to its modified-line one follows that field (see scaled); only an
+    # independently set one (Ice Lake's MLC-ratio inference) is a constant of its own
+    derived = {f for f in ("line_hit_socket_ns", "line_hit_remote_ns") if m.cost.sources.get(f, "").startswith(
+        ("no clean-line figure", "not measured", "estimate: no clean-line figure"))}
+    out = [f"cost.{f}" for f, s in m.cost.sources.items() if unsourced(s) and f not in derived]
     if unsourced(m.sources.get("nodes.latency_ns", "")):
         out.append("nodes.latency_ns")
     if "estimate" in m.sources.get("caches", "").lower():
