@@ -13,6 +13,7 @@ shared cache line".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
@@ -29,6 +30,8 @@ class LockContext:
     counters: Counters
     sched: Scheduler
     stats: dict[str, LockStat] = field(default_factory=dict)
+    # lock class -> SpinlockKind where the kernel sets one class apart (policy spinlock.CLASS)
+    spin_kinds: dict[str, Any] = field(default_factory=dict)
 
     def stat(self, name: str, kind: str) -> LockStat:
         """The lock_stat entry of a lock *class* (all instances share it)."""
