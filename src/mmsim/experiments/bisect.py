@@ -178,6 +178,7 @@ def bisect(
     scheduler: str | None = None,
     store: Store | None = None,
     progress: Progress | None = None,
+    noise: bool = False,
 ) -> Bisection:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
@@ -193,7 +194,7 @@ def bisect(
 
     def specs_for(i: int, seeds: range) -> list[RunSpec]:
         base, patches = series.kernel(i)
-        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed)
+        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed, noise)
         return with_seeds(spec, len(seeds), seeds.start)
 
     order: list[Step] = []
@@ -262,7 +263,7 @@ def bisect(
         from mmsim.experiments.compare import compare
 
         c = compare(workload, [series.spec(first_bad), series.spec(first_bad + 1)], machine, params, None,
-                    runs, seed, executor, workers, scheduler, store, progress=progress)
+                    runs, seed, executor, workers, scheduler, store, progress=progress, noise=noise)
         executed += c.executed
         comp = c.to_dict()
     return Bisection(workload, machine_name[0], metric, threshold_pct, series, order, first_bad, summary, comp,
