@@ -210,6 +210,11 @@ def workloads_cmd() -> None:
 
 # -- running -----------------------------------------------------------------------
 
+ExactOpt = Annotated[
+    bool,
+    typer.Option("--exact", help="Every operation an event: no fast-forward of steady states (slower)."),
+]
+
 
 @app.command("run")
 def run_cmd(
@@ -243,6 +248,7 @@ def run_cmd(
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one workload on one machine under one kernel; print perf stat, the benchmark's metrics,
@@ -272,6 +278,8 @@ def run_cmd(
     for key, value in (("machine", machine), ("seed", seed)):
         if value is not None:
             kwargs[key] = value
+    if exact:
+        kwargs["exact"] = True
 
     from mmsim.cli_progress import ProgressView
     from mmsim.experiments.run import run_repeated
@@ -306,6 +314,10 @@ def reproduce_cmd(
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Processes for the arms (default: the CPUs; 1 = serial).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run both arms of the seed experiments: published vs simulated vs band. Every arm's run is
@@ -321,10 +333,13 @@ def reproduce_cmd(
 
     st = cli_workflow._store(store, no_store)
     view = ProgressView("reproduce", progress)
+    extra: dict[str, Any] = {"exact": True} if exact else {}
+    if workers is not None:
+        extra["workers"] = workers
     with cli_workflow.guard_limits(max_events, max_memory, force), view:
         if st is not None:
             st.count()  # a bad --store fails before anything runs
-        results = reproduce(ids or None, seed, st, view.hook)
+        results = reproduce(ids or None, seed, st, view.hook, **extra)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

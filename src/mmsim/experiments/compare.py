@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
-from mmsim.experiments import stats
+from mmsim.experiments import guard, stats
 from mmsim.experiments.executors import Progress, canonical, parse_kernel, run_many, with_seeds
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
@@ -243,6 +243,7 @@ def compare(
                         "two or more kernels: -k BASE -k K2 [-k K3 ...] (each compared with the base)")
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
+    guard.check_grid(2 * runs, f"compare {workload}")  # before any spec is built
     specs: list[RunSpec] = []
     arm_specs = []
     for k in kernels:

@@ -115,7 +115,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
-    guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
+    guard.check(w.name, params, m, k.policies, spec.exact)  # before the store is opened or anything runs
     # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
     # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
     w.setup(System(m, k, spec.seed), dict(params))
@@ -133,6 +133,8 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }
+    if spec.exact:  # event by event: a different result from the default fast-forward (metrics/sampling.py)
+        out["exact"] = True
     if Path(spec.kernel).is_file():
         out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
     return out

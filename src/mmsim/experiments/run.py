@@ -34,6 +34,8 @@ class RunSpec:
     policies: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    # event by event throughout; False lets a workload fast-forward its steady state (metrics/sampling.py)
+    exact: bool = False
     noise: bool = False  # run-to-run variation from modelled sources (:func:`apply_noise`), seeded
 
 
@@ -129,8 +131,8 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     machine = _machine.get_machine(spec.machine)
     kernel = resolve_kernel(spec.kernel, spec.patches, spec.policies)  # BASE+PATCH+... allowed
     if guard:
-        _guard.check(w.name, params, machine, kernel.policies)
-    system = System(machine, kernel, spec.seed)
+        _guard.check(w.name, params, machine, kernel.policies, spec.exact)
+    system = System(machine, kernel, spec.seed, exact=spec.exact)
     if spec.noise:
         apply_noise(system)
     w.setup(system, params)
@@ -248,7 +250,8 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         vmstat=vm,
         profile=profile,
         locks=locks,
-        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9},
+        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9,
+             **(system.fast_forward.report() if system.fast_forward is not None else {})},
         policies=dict(sorted(system.kernel.policies.items())),
         command=w.command(params),
         noise=NOISE_SOURCES if spec.noise else "",

@@ -269,15 +269,16 @@ def _topology(m: Machine) -> str:
 
 def _nodes_table(m: Machine) -> Table:
     t = Table(
-        ["node", "socket", "memory GiB", "type", "latency ns", "read GB/s", "write GB/s", "CPUs"],
-        align="rrrlrrrr",
+        ["node", "socket", "memory GiB", "type", "latency ns", "remote ns", "read GB/s", "write GB/s", "CPUs"],
+        align="rrrlrrrrr",
         title="NUMA nodes:",
     )
     for n in m.nodes:
         ncpus = len(m.node_cpus(n.id))
         t.rows.append([
             str(n.id), str(n.socket), fmt_num(n.memory_gib), n.mem_type.value,
-            fmt_num(n.latency_ns), fmt_num(n.read_bw_gbs), fmt_num(n.write_bw_gbs), str(ncpus),
+            fmt_num(n.latency_ns), fmt_num(n.remote_latency_ns), fmt_num(n.read_bw_gbs), fmt_num(n.write_bw_gbs),
+            str(ncpus),
         ])
     return t
 
@@ -304,8 +305,8 @@ def _cost_table(m: Machine) -> Table:
     c = m.cost
     t = Table(["cost", "value", "source"], align="lrl", title="Cost model:")
     for name in (
-        "line_xfer_smt_ns", "line_xfer_socket_ns", "line_xfer_remote_ns",
-        "core_clear_gbs", "ctx_switch_ns", "wakeup_ns", "page_fault_ns",
+        "line_xfer_smt_ns", "line_xfer_socket_ns", "line_xfer_remote_ns", "line_hit_socket_ns",
+        "line_hit_remote_ns", "core_clear_gbs", "ctx_switch_ns", "wakeup_ns", "page_fault_ns",
     ):
         t.rows.append([name, fmt_num(getattr(c, name)), c.sources.get(name, "")])
     return t
