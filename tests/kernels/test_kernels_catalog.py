@@ -352,31 +352,3 @@ def test_bad_patch_yaml_is_a_user_error(tmp_path: Path, text: str, field: str) -
     with pytest.raises(UserError) as e:
         resolve("v6.6", [str(_write(tmp_path, text, "b.yaml"))])
     assert e.value.field == field
-
-
-def test_spinlock_per_lock_class() -> None:
-    from mmsim.kernels.catalog import SPINLOCK_CLASSES
-    from mmsim.machine import get_machine
-    from mmsim.mm.system import System
-
-    k = resolve("v3.13", overrides={"spinlock.&zone->lock": "queued"})
-    assert k.policies["spinlock"] == "ticket" and k.policies["spinlock.&zone->lock"] == "queued"
-    s = System(get_machine("tiny"), k, 0)
-    assert s.page_alloc.zones[0].lock.kind.value == "queued"  # that class only
-    assert s.spin_kind.value == "ticket"
-    with pytest.raises(UserError) as e:
-        resolve("v3.13", overrides={"spinlock.&zone->lock": "mcs"})
-    assert (e.value.field, e.value.allowed) == ("--set.spinlock.&zone->lock", "ticket, queued")
-    with pytest.raises(UserError) as e:
-        resolve("v3.13", overrides={"spinlock.zone": "queued"})
-    assert e.value.allowed.split(", ") == [f"spinlock.{c}" for c in SPINLOCK_CLASSES]
-
-
-def test_spinlock_classes_are_the_models_spinlocks() -> None:
-    import re
-
-    from mmsim.kernels.catalog import SPINLOCK_CLASSES
-
-    src = Path(__file__).resolve().parents[2] / "src" / "mmsim"
-    names = {m for f in src.rglob("*.py") for m in re.findall(r'Spinlock\(\s*[\w.]+,\s*"([^"]+)"', f.read_text())}
-    assert names == set(SPINLOCK_CLASSES)

@@ -196,7 +196,7 @@ def bisect(
 
     def specs_for(i: int, seeds: range) -> list[RunSpec]:
         base, patches = series.kernel(i)
-        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed, noise)
+        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed, noise=noise)
         return with_seeds(spec, len(seeds), seeds.start)
 
     order: list[Step] = []

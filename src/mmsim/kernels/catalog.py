@@ -245,24 +245,12 @@ POLICIES: dict[str, Policy] = {
 }
 
 
-#: Lock classes (their lock_stat names) whose spinlock implementation ``--set spinlock.CLASS=ticket|queued``
-#: sets apart from the global ``spinlock`` policy; tests check the list against the model's spinlocks.
-SPINLOCK_CLASSES = ("&zone->lock", "&mm->page_table_lock", "ptlock_ptr(pmd page)", "ptlock_ptr(pte page)",
-                    "hugetlb_lock", "&n->list_lock", "&u->lock", "lockstress")
-
-
 def policy(name: str, where: str) -> Policy:
-    """The policy called ``name``: a catalogued one, or ``spinlock.CLASS`` (one lock class's spinlock)."""
+    """The policy called ``name``, or a UserError naming ``where`` and the policies there are."""
     p = POLICIES.get(name)
-    if p is not None:
-        return p
-    if name.startswith("spinlock."):
-        cls = name[len("spinlock."):]
-        if cls not in SPINLOCK_CLASSES:
-            raise UserError(where, name, [f"spinlock.{c}" for c in SPINLOCK_CLASSES])
-        base = POLICIES["spinlock"]
-        return Policy(name, base.allowed, f"spinlock implementation of the lock class {cls} alone", base.source)
-    raise UserError(where, name, [*sorted(POLICIES), "spinlock.CLASS"])
+    if p is None:
+        raise UserError(where, name, sorted(POLICIES))
+    return p
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ for clean forwards, by distance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -97,8 +96,6 @@ class LockContext:
     counters: Counters
     sched: Scheduler
     stats: dict[str, LockStat] = field(default_factory=dict)
-    # lock class -> SpinlockKind where the kernel sets one class apart (policy spinlock.CLASS)
-    spin_kinds: dict[str, Any] = field(default_factory=dict)
 
     def stat(self, name: str, kind: str) -> LockStat:
         """The lock_stat entry of a lock *class* (all instances share it)."""

@@ -66,7 +66,6 @@ class Spinlock:
     def __init__(
         self, ctx: LockContext, name: str, kind: SpinlockKind, home_cpu: int = 0, line: CacheLine | None = None
     ) -> None:
-        kind = ctx.spin_kinds.get(name, kind)  # a per-class spinlock.CLASS policy
         self.ctx = ctx
         self.name = name
         self.kind = kind

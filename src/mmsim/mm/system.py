@@ -51,8 +51,6 @@ class System:
         self.sched = Scheduler(self.engine, machine.ncpus, self.counters, int(c.ctx_switch_ns), int(c.wakeup_ns))
         self.locks = LockContext(self.engine, machine, self.counters, self.sched)
         self.spin_kind = SpinlockKind(kernel.get("spinlock"))
-        self.locks.spin_kinds = {k[len("spinlock."):]: SpinlockKind(v) for k, v in kernel.policies.items()
-                                 if k.startswith("spinlock.")}
         self.bandwidth = MemoryBandwidth(machine)
         self.cache = CacheModel(machine, self.counters)
         # struct page lines of pages shared between processes (refcount / mapcount atomics)

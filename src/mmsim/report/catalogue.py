@@ -120,13 +120,6 @@ def policies_doc(policies: Iterable[Any], defaults: Mapping[str, str]) -> Doc:
                                                                     subsequent_indent="      ",
                                                                     break_on_hyphens=False)]
         blocks.append("\n".join(lines))
-    from mmsim.kernels.catalog import SPINLOCK_CLASSES
-
-    fam = ["spinlock.CLASS  [choice]  default: the spinlock policy",
-           "    values: ticket, queued", "    one lock class's spinlock implementation, apart from the others; CLASS:"]
-    fam += textwrap.wrap(", ".join(SPINLOCK_CLASSES), WIDTH - 4, initial_indent="      ", subsequent_indent="      ")
-    fam.append("    (quote it in a shell: --set 'spinlock.&zone->lock=queued')")
-    blocks.append("\n".join(fam))
     return ["\n".join(blocks),
             "Set one with --set NAME=VALUE (run, compare, sweep, bisect), in a patch YAML's changes: or a\n"
             "kernel YAML's policies:. One kernel's values: mmsim kernels show KERNEL."]
