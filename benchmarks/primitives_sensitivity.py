@@ -7,9 +7,12 @@ one at a time, *in this process only* (the committed presets are not
 changed), and both arms run again. A banded check that leaves its band
 under such a change is *fragile*, and the constant that flips it is named.
 
-Usage: python benchmarks/primitives_sensitivity.py [--json] [--factors 0.5,1.5] [EXPERIMENT ...]
-(no experiment: all five). The table goes to docs/validation.md; it takes
-about 2 x (number of estimates) x the experiment's reproduce time.
+Usage: python benchmarks/primitives_sensitivity.py [--json] [--write-table] [--factors 0.5,1.5] [EXPERIMENT ...]
+(no experiment: all five). The markdown table goes to docs/validation.md;
+``--write-table`` also writes src/mmsim/experiments/sensitivity.json, the
+committed table `mmsim reproduce --json` reads its per-check ``fragile``
+flags from (nothing is re-simulated at reproduce time). It takes about
+2 x (number of estimates) x the experiment's reproduce time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -65,7 +69,7 @@ def scaled(m: Machine, what: str, factor: float) -> Machine:
 
 
 def banded(outcome: Any) -> dict[str, tuple[float, bool]]:
-    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band"}
+    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band" and c.band is not None}
 
 
 def sweep(exp_id: str, factors: tuple[float, ...]) -> list[dict[str, Any]]:
@@ -91,10 +95,30 @@ def sweep(exp_id: str, factors: tuple[float, ...]) -> list[dict[str, Any]]:
     return rows
 
 
+TABLE = Path(__file__).resolve().parent.parent / "src" / "mmsim" / "experiments" / "sensitivity.json"
+
+
+def table(rows: list[dict[str, Any]], factors: tuple[float, ...]) -> dict[str, Any]:
+    """{experiment: {"swept": [...], "factors": [...], "flips": {metric: ["machine:constant x0.5", ...]}}}."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        e = out.setdefault(r["experiment"], {"factors": list(factors), "swept": [], "flips": {}})
+        if r["constant"] == "(model)":
+            for k in r["checks"]:
+                e["flips"].setdefault(k, [])
+            continue
+        if r["constant"] not in e["swept"]:
+            e["swept"].append(r["constant"])
+        for k in r["flipped"]:
+            e["flips"].setdefault(k, []).append(f"{r['constant']} x{r['factor']}")
+    return out
+
+
 def main(argv: list[str]) -> None:
     as_json = "--json" in argv
+    write = "--write-table" in argv
     factors = (0.5, 1.5)
-    args = [a for a in argv if a != "--json"]
+    args = [a for a in argv if a not in ("--json", "--write-table")]
     if "--factors" in args:
         i = args.index("--factors")
         factors = tuple(float(x) for x in args[i + 1].split(","))
@@ -102,13 +126,17 @@ def main(argv: list[str]) -> None:
     rp._load()
     ids = args or list(rp.EXPERIMENTS)
     rows = [r for e in ids for r in sweep(e, factors)]
+    if write:
+        old = json.loads(TABLE.read_text()) if TABLE.is_file() else {}
+        TABLE.write_text(json.dumps({**old, **table(rows, factors)}, indent=1, sort_keys=True) + "\n")
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    print("| experiment | constant | factor | flips |")
-    print("|---|---|---:|---|")
+    print("| experiment | constant | factor | banded results | leaves / enters its band |")
+    print("|---|---|---:|---|---|")
     for r in rows:
-        print(f"| {r['experiment']} | {r['constant']} | {r['factor']} | {', '.join(r['flipped']) or '-'} |")
+        vals = ", ".join(f"{k} {v:.4g}" for k, v in r["checks"].items())
+        print(f"| {r['experiment']} | {r['constant']} | {r['factor']} | {vals} | {', '.join(r['flipped']) or '-'} |")
 
 
 if __name__ == "__main__":

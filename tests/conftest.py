@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,12 @@ def make_rig(tiny: Machine) -> Callable[[], Rig]:
         return Rig(engine, counters, sched, LockContext(engine, tiny, counters, sched))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own results store (``$MMSIM_RESULTS`` in tmp_path): ``run`` and ``reproduce``
+    store their runs, and a test must never write to the user's store."""
+    p = tmp_path / "results.duckdb"
+    monkeypatch.setenv("MMSIM_RESULTS", str(p))
+    return p

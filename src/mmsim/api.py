@@ -60,13 +60,14 @@ def run(spec: RunSpec | str, runs: int = 1, store: Any = True, progress: Progres
 def compare(workload: str, kernels: list[str], machine: str = "tiny", params: dict[str, str] | None = None,
             policies: dict[str, str] | None = None, runs: int = 3, seed: int = 0, executor: str = "serial",
             workers: int | None = None, store: Any = True, fresh: bool = False,
-            progress: ProgressHook | None = None) -> Comparison:
-    """``mmsim compare``: the kernels (the first is the base) over ``runs`` seeds each."""
+            progress: ProgressHook | None = None, noise: bool = False) -> Comparison:
+    """``mmsim compare``: the kernels (the first is the base) over ``runs`` seeds each; ``noise``:
+    run-to-run variation from modelled sources (:func:`mmsim.experiments.run.apply_noise`)."""
     from mmsim.experiments.compare import compare as _compare
     from mmsim.progress import from_counts
 
     return _compare(workload, list(kernels), machine, params, policies, runs, seed, executor, workers, None,
-                    _store(store), fresh, from_counts(progress, f"compare {workload}"))
+                    _store(store), fresh, from_counts(progress, f"compare {workload}"), noise)
 
 
 def sweep(workload: str, params: dict[str, str], kernels: list[str] | None = None,

@@ -105,8 +105,9 @@ def machine_show(
 
     m = get_machine(name)
     if json_out:
-        # derived totals first (not part of the YAML schema), then the machine as saved
-        _emit_json({"cpus": m.ncpus, "cores": m.ncores, **machine_to_dict(m)})
+        # exactly the machine file's schema, so that the output is a machine file again
+        # (`mmsim machine show X --json > m.json && mmsim machine show m.json`); CPUs = sockets x cores x threads
+        _emit_json(machine_to_dict(m))
     else:
         _emit(format_machine(m))
 
@@ -238,6 +239,7 @@ def run_cmd(
         "--field-separator", "-x", help="perf stat -x SEP: print only perf's CSV, fields split by SEP.")] = None,
     perf_json: Annotated[bool, typer.Option("--json-output", "-j", help="perf stat -j: perf's JSON lines only.")]
     = False,
+    noise: cli_workflow.NoiseOpt = False,
     store: cli_workflow.StoreOpt = None,
     no_store: cli_workflow.NoStoreOpt = False,
     progress: cli_workflow.ProgressOpt = None,
@@ -268,6 +270,8 @@ def run_cmd(
     if kernel is not None:  # BASE+PATCH+...: the base, and the patches before any --patch
         base, extra = split_kernel(kernel)
         kwargs["kernel"], kwargs["patches"] = base, (*extra, *kwargs["patches"])
+    if noise:
+        kwargs["noise"] = True
     # Only what the user gave: RunSpec owns the defaults.
     for key, value in (("machine", machine), ("seed", seed)):
         if value is not None:

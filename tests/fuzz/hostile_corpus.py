@@ -46,6 +46,7 @@ class Case:
     argv: list[str]
     files: dict[str, File] = field(default_factory=dict)
     secret: bool = False  # SECRET must not appear in the output
+    expect: str | None = None  # the case must fail (exit 2) with this text in its line, e.g. the field
 
     def label(self) -> str:
         return f"{self.klass}: mmsim {' '.join(a[:40] for a in self.argv)}"
@@ -67,9 +68,11 @@ class Outcome:
             return "traceback: " + self.stderr.strip().splitlines()[-1][:200]
         if case.secret and (SECRET in self.stderr or SECRET in self.stdout):
             return f"echoed the file's content: {self.stderr.strip()[:200]}"
+        lines = self.stderr.strip().splitlines()
+        if case.expect is not None and (self.rc != 2 or not lines or case.expect not in lines[-1]):
+            return f"expected exit 2 naming {case.expect!r}; got exit {self.rc}: {self.stderr.strip()[-200:]!r}"
         if self.rc == 0:
             return None
-        lines = self.stderr.strip().splitlines()
         if self.rc not in (1, 2):
             return f"exit {self.rc}"
         if len(lines) != 1 or not lines[0].startswith("mmsim: error: "):
@@ -251,15 +254,20 @@ class Corpus:
                              "tcp://a b:1", "tcp://h:1/x?y", "udp://h:1", "tcp://ﬁ:1", "tcp://h:١", "", " ",
                              "tcp://" + "a" * 300, "tcp://[zz]:1", "tcp://u:p@h:1", "tcp://h:0", "tls://[::1]]:1",
                              "tcp://h:" + "9" * 50, "tcp://%zz:1", "tcp://h:1\x00", "inproc://"])
+            # no --max-events: the runs are valid, so only the address check stands between them and Dask
             return Case(klass, [r.choice(["sweep", "compare"]), "lockstress", "-k", "v3.12", "-k", "v4.14",
-                                "--executor", "dask", "--scheduler", addr, "--no-store", "--max-events", "1000"])
+                                "-p", "iterations=5", "--executor", "dask", "--scheduler", addr, "--no-store"],
+                        expect="--scheduler" if addr.strip() else None)
         if klass == "duplicate-key":
             text = _dump(self.machine).decode()
             key = r.choice(["name", "freq_ghz", "description", "cost"])
             lines = text.splitlines(keepends=True)
-            dup = next((ln for ln in lines if ln.startswith(key + ":")), "name: x\n")
-            lines.insert(r.randint(0, len(lines)), dup if dup.endswith("\n") else dup + "\n")
-            return self.machine_case(r, "".join(lines).encode(), klass)
+            dup = f"{key}: {r.choice(['x', '1', '[]', '{a: 1}', 'null'])}\n"  # a key the file already has
+            tops = [i for i, ln in enumerate(lines) if ln[:1].isalpha()] + [len(lines)]  # top-level key lines
+            lines.insert(r.choice(tops), dup)
+            c = self.machine_case(r, "".join(lines).encode(), klass)
+            c.expect = "duplicate key"
+            return c
         if klass == "no-echo":
             text = r.choice([f"root:$6$salt${SECRET}:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",
                              f"{SECRET}: 1\n", f"password: {SECRET}\n", f"- {SECRET}\n", f"{SECRET}\n",
@@ -273,18 +281,19 @@ class Corpus:
         if klass == "non-ascii":
             v = r.choice(["١", "٣", "²", "①", "１", "4\u200b", "٤٢", "\u0664"])
             key = r.choice(["tasks", "iterations", "hold_ns"])
-            argv = r.choice([["run", "lockstress", "-p", f"{key}={v}"],
-                             ["run", "lockstress", "--set", f"stat_interval_ms={v}"],
-                             ["run", "lockstress", "--max-events", v],
-                             ["sweep", "lockstress", "-p", f"tasks=1,{v}", "--no-store"]])
-            return Case(klass, argv)
+            argv, expect = r.choice([(["run", "lockstress", "-p", f"{key}={v}"], f"-p {key}"),
+                                     (["run", "lockstress", "--set", f"stat_interval_ms={v}"], "stat_interval_ms"),
+                                     (["run", "lockstress", "--max-events", v], "--max-events"),
+                                     (["sweep", "lockstress", "-p", f"tasks=1,{v}", "--no-store"], "-p tasks")])
+            return Case(klass, argv, expect=expect)
         if klass == "bisect-options":
             opt = r.choice([["--threshold", "nan"], ["--threshold", "inf"], ["--threshold", "-inf"],
                             ["--threshold", "0"], ["--threshold", "-5"], ["--max-stddev", "nan"],
                             ["--max-spread", "-inf"],
                             ["--max-runs", "0"], ["--max-runs", "-3"], ["-r", "0"], ["--threshold", "1e400"]])
             return Case(klass, ["bisect", "lockstress", "--good", "v3.12", "--bad", "v4.14", "--no-store",
-                                "--executor", "serial", "--max-events", "1000", *opt])
+                                "--executor", "serial", "--max-events", "1000", *opt],
+                        expect="--runs" if opt[0] == "-r" else opt[0])
         raise ValueError(klass)
 
 
@@ -382,16 +391,16 @@ def serve() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    import importlib
+
     import matplotlib.pyplot
 
-    import mmsim.cli
-    import mmsim.experiments.bisect
-    import mmsim.experiments.compare
-    import mmsim.experiments.sweep
-    import mmsim.report.html
-    import mmsim.report.lkp
-    import mmsim.report.plots
-    import mmsim.report.schema  # noqa: F401
+    for mod in ("mmsim.cli", "mmsim.experiments.bisect", "mmsim.experiments.compare", "mmsim.experiments.sweep",
+                "mmsim.report.html", "mmsim.report.lkp", "mmsim.report.plots", "mmsim.report.schema"):
+        try:  # imported once here, not per case; an older tree (a baseline run) may lack some
+            importlib.import_module(mod)
+        except ImportError:
+            pass
 
     for line in sys.stdin:
         req = json.loads(line)

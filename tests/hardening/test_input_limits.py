@@ -155,7 +155,8 @@ def test_report_and_plot_kinds(capsys: pytest.CaptureFixture[str], tmp_path: Pat
      "-p basecpu: invalid value '18446744073709551616'; allowed: an integer >= 0, at most 2^63-1"),
     (["run", "pmbench", "-p", "basecpu=9"], "-p basecpu: invalid value 9; allowed: an integer from 0 to 7 on tiny"),
     (["run", "lockstress", "--set", "stat_interval_ms=99999999999"],
-     "--set.stat_interval_ms: invalid value '99999999999'; allowed: an integer from 0 to 2147483647 (a sysctl int)"),
+     "--set.stat_interval_ms: invalid value '99999999999'; allowed: an integer 0..2147483647 "
+     "(proc_dointvec_jiffies: an int)"),
     (["sweep", "lockstress", "--executor", "dask", "--scheduler", "tcp://[::1", "--no-store"],
      "--scheduler: invalid value 'tcp://[::1'; allowed: a Dask scheduler address SCHEME://HOST[:PORT] like "
      "tcp://node1:8786 (SCHEME tcp, tls, ws, wss; HOST a name, an IPv4 address or [IPv6]; PORT 1..65535)"),

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
-from mmsim.experiments import stats
+from mmsim.experiments import guard, stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many, with_seeds
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
@@ -173,6 +173,8 @@ def bisect(
     if max_runs is not None and max_runs < 1:
         raise UserError("--max-runs", max_runs, "an integer >= 1 (default 3 x --runs)")
     max_runs = max(max_runs or 3 * runs, runs)
+    # the most runs it can take (both ends, then a binary search), before any spec is built
+    guard.check_grid(max_runs * (2 + (len(series.patches)).bit_length()), f"bisect {workload}")
     executed = 0
 
     def specs_for(i: int, seeds: range) -> list[RunSpec]:

@@ -47,7 +47,7 @@ from typing import Any
 
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
-from mmsim.experiments.run import RunSpec, run
+from mmsim.experiments.run import NOISE_SOURCES, RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash, spill
 
 EXECUTORS = ("serial", "process", "dask")
@@ -76,7 +76,8 @@ def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
-_NOT_MODEL = ("cli", "report/", "results/", "experiments/compare", "experiments/sweep", "experiments/bisect",
+_NOT_MODEL = ("cli", "api", "progress", "report/", "results/",
+              "experiments/compare", "experiments/sweep", "experiments/bisect",
               "experiments/stats", "experiments/executors", "experiments/reproduce", "experiments/exp_", "native/")
 
 
@@ -128,6 +129,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "patches": list(k.patches),
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
+        **({"noise": NOISE_SOURCES} if getattr(spec, "noise", False) else {}),  # noise-free keys unchanged
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }

@@ -9,8 +9,11 @@ band is reported as it is (``ok: false``), never adjusted.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
@@ -58,6 +61,28 @@ def _band_json(band: tuple[float, float] | None) -> list[float | None] | None:
     return [b if abs(b) != float("inf") else None for b in band]
 
 
+SENSITIVITY = Path(__file__).with_name("sensitivity.json")  # written by benchmarks/primitives_sensitivity.py
+
+
+@functools.cache
+def _sensitivity() -> dict[str, Any]:
+    try:
+        d: dict[str, Any] = json.loads(SENSITIVITY.read_text(encoding="utf-8"))
+        return d
+    except (OSError, ValueError):
+        return {}
+
+
+def fragility(exp_id: str, c: Check) -> dict[str, Any]:
+    """``fragile`` (None: not a band check, or not swept) and the constants whose +-50% flips it,
+    from the committed sensitivity table (nothing is simulated here)."""
+    e = _sensitivity().get(exp_id)
+    if c.kind != "band" or c.band is None or e is None or c.metric not in e.get("flips", {}):
+        return {"fragile": None, "fragile_constants": []}
+    flips = list(e["flips"][c.metric])
+    return {"fragile": bool(flips), "fragile_constants": flips}
+
+
 @dataclass
 class Outcome:
     id: str
@@ -78,7 +103,7 @@ class Outcome:
             "simulated": {c.metric: c.simulated for c in self.checks},
             "bands": {c.metric: _band_json(c.band) or "informational" for c in self.checks},
             "ok": self.ok,
-            "checks": [c.to_dict() for c in self.checks],
+            "checks": [{**c.to_dict(), **fragility(self.id, c)} for c in self.checks],
             "arms": {k: _arm_summary(r) for k, r in self.arms.items()},
             "notes": self.notes,
         }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
-from mmsim.experiments import stats
+from mmsim.experiments import guard, stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
@@ -123,6 +123,8 @@ def sweep(
     grid = parse_grid(params)
     kernels = list(kernels or ["v3.13"])
     machines = list(machines or ["tiny"])
+    # the whole grid (points x repeats) against the limits before a single spec is built
+    guard.check_grid(guard.grid_size(machines, kernels, *grid.values(), runs), f"sweep {workload}")
     names = list(grid)
     combos = list(itertools.product(machines, kernels, itertools.product(*(grid[n] for n in names))))
     specs = []

@@ -13,6 +13,15 @@ The benchmark time is the elapsed time of the process (``perf stat``).
 published THP-off run with ``-c 80 -b 512m`` shows exactly 10,000,550 page
 faults = 80 × 512·10^6 / 4096 + 550.
 
+``-m`` (param ``basemem``): the published run is ``thp_memscale -C 0 -m 0
+-c 512 -b 512m``. The benchmark's source is not public in the thread, so the
+model reads ``-m`` by analogy with ``-C`` as the first memory node, and
+places each page by first touch on the faulting thread's own node (the
+kernel's default local allocation, which a thread pinned to ``basecpu + i``
+gets). With ``-C 0 -m 0`` that reading and first touch agree; other values
+are accepted (a node of the machine), shown in the command line, and do not
+move memory: the model has no evidence of what the benchmark does with them.
+
 ``mapping=hugetlb`` is Kirill Shutemov's variant in seeds/001 (``mmap`` with
 MAP_HUGETLB instead of malloc; the pool is sized to fit).
 """
@@ -66,17 +75,21 @@ class ThpMemscale:
         "mapping": ParamInfo("thp", "thp: malloc with THP per the kernel's thp policy; hugetlb: MAP_HUGETLB",
                              parse_choice("thp", "hugetlb"), "thp, hugetlb"),
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+        "basemem": ParamInfo(0, "-m: first memory node (see the module docstring: the model places every "
+                             "page on the faulting CPU's node)", parse_int(0), "an integer >= 0"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
         exe = "thp_memscale_hugetlbfs" if p["mapping"] == "hugetlb" else "thp_memscale"
-        return f"{exe} -C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"
+        return f"{exe} -C {p['basecpu']} -m {p['basemem']} -c {p['threads']} -b {p['bytes']}"
 
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
         n = p["threads"]
         from mmsim.errors import UserError
 
+        if p["basemem"] >= len(m.nodes):
+            raise UserError("-p basemem", p["basemem"], f"a node from 0 to {len(m.nodes) - 1} on {m.name}")
         if p["basecpu"] >= m.ncpus:
             raise UserError("-p basecpu", p["basecpu"], f"an integer from 0 to {m.ncpus - 1} on {m.name}")
         if p["basecpu"] + n > m.ncpus:
