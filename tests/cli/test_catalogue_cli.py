@@ -33,7 +33,7 @@ def test_catalogue_fits_100_columns(capsys: Cap, argv: tuple[str, ...]) -> None:
 
 def test_kernels_lists_kernels_and_patches(capsys: Cap) -> None:
     out = cli(capsys, "kernels")[1]
-    assert "  v6.7              v6.7        30  Linux v6.7" in out  # 21 + 8 lock patches + x86 split PMD
+    assert "  v6.7              v6.7        31  Linux v6.7" in out  # 21 + 9 lock patches + x86 split PMD
     assert "  e009bb30c8df                v3.13  mm: implement split page table lock for PMD level" in out
     assert "-> pmd_ptl=split" in out
 

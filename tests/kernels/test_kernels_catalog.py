@@ -36,6 +36,7 @@ V312 = {
     "rwsem_writer_spin_on_readers": "off",
     "rwsem_reader_spin": "off",
     "rwsem_reader_steal": "off",
+    "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
     "mutex_osq": "off",
     "mutex_handoff": "off",
@@ -69,7 +70,7 @@ def test_v312() -> None:
 def test_v313_is_v312_plus_the_two_v313_patches() -> None:
     k = resolve("v3.13")
     # the split PMD lock series (generic e009bb30c8df, then the x86 enabling patch) and nr_ptes
-    assert k.patches == ("e009bb30c8df", "x86-split-pmd-ptlock", "e1f56c89b040")
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040")
     assert k.policies == {**V312, "pmd_ptl": "split", "nr_ptes_atomic": "on"}
     assert k.flag("nr_ptes_atomic")
 
@@ -78,7 +79,7 @@ def test_later_releases_accumulate_patches() -> None:
     assert resolve("v3.12").policies["spinlock"] == "ticket"
     k = resolve("v4.13")
     # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock.
-    assert k.patches == ("e009bb30c8df", "x86-split-pmd-ptlock", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
                          "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7")
     assert k.policies == {
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
@@ -95,14 +96,15 @@ def test_lock_behaviours_by_version() -> None:
     def lk(v: str) -> tuple[str, ...]:
         p = resolve(v).policies
         return tuple(p[n] for n in ("rwsem_spin_on_owner", "rwsem_writer_spin_on_readers", "rwsem_reader_spin",
-                                    "rwsem_reader_steal", "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
+                                    "rwsem_reader_steal", "rwsem_reader_spin_adaptive",
+                                    "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
                                     "mutex_handoff", "mmap_lock_name"))
-    assert lk("v3.12") == ("off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
-    assert lk("v4.13") == ("on", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
-    assert lk("v5.4") == ("on", "on", "on", "off", "on", "all", "on", "on", "mmap_sem")
+    assert lk("v3.12") == ("off", "off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
+    assert lk("v4.13") == ("on", "off", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
+    assert lk("v5.4") == ("on", "on", "on", "off", "on", "on", "all", "on", "on", "mmap_sem")
     assert lk("v5.7") == lk("v5.4")  # the hugetlb-rwsem arms (c0d0381ade79, v5.7) run v5.3's rwsem
     assert lk("c0d0381ade79") == lk("v5.4")
-    assert lk("v6.6") == ("on", "on", "off", "on", "on", "all", "on", "on", "mmap_lock")
+    assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
                             "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 
@@ -121,14 +123,14 @@ def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:
 def test_patch_by_prefix(pid: str) -> None:
     k = resolve("v3.12", [pid])
     assert k.patches == ("e009bb30c8df",)
-    assert k.policies == V312  # generic only: x86 splits PMD locks with x86-split-pmd-ptlock
-    assert resolve("v3.12", [pid, "x86-split"]).policies == {**V312, "pmd_ptl": "split"}
+    assert k.policies == V312  # generic only: x86 splits PMD locks with x86-splitpmd
+    assert resolve("v3.12", [pid, "x86-splitpmd"]).policies == {**V312, "pmd_ptl": "split"}
     assert k.name == "v3.12+e009bb30c8df"  # the 12-character id however it was typed
 
 
 def test_patches_apply_in_order_on_top_of_the_kernel() -> None:
     k = resolve("v3.13", ["a33fda3", "4fc828e"])
-    assert k.patches == ("e009bb30c8df", "x86-split-pmd-ptlock", "e1f56c89b040", "a33fda35e3a7", "4fc828e24cd9")
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "a33fda35e3a7", "4fc828e24cd9")
     assert k.policies["spinlock"] == "queued" and k.policies["rwsem_spin_on_owner"] == "on"
 
 
@@ -250,7 +252,7 @@ def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
     k = load_kernel_yaml(_write(tmp_path, "base: v3.13\n", "k313.yml"))
     assert (k.name, k.base) == ("k313", "v3.13")
     assert (k.policies, k.patches) == (resolve("v3.13").policies,
-                                       ("e009bb30c8df", "x86-split-pmd-ptlock", "e1f56c89b040"))
+                                       ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040"))
 
 
 @pytest.mark.parametrize(

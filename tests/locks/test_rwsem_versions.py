@@ -200,3 +200,24 @@ def test_mutex_handoff_to_a_woken_waiter(make_rig: Callable[[], Rig]) -> None:
 
     assert go(False) == (["a", "c", "d", "b"], 1)  # b starves behind every spinner
     assert go(True) == (["a", "c", "b", "d"], 1)  # b gets it at c's unlock
+
+
+def test_adaptive_disabling_of_reader_spinning(make_rig: Callable[[], Rig]) -> None:
+    """5cfd92e12e13 (v5.3): r1 holds the read lock 50 µs; w1 (CPU 1, at 100) spins on
+    the reader-owned sem, times out at 100 + 10.5 µs and sets both non-spinnable bits,
+    then sleeps. r2 arriving at 20 µs: without the adaptive disabling it steals the
+    reader-owned sem past the queued writer; with it, it queues behind w1."""
+    def go(adaptive: bool) -> tuple[list[str], bool]:
+        r = make_rig()
+        pol = RwsemPolicy(spin_on_owner=True, writer_spin_on_readers=True, reader_spin=True,
+                          reader_spin_adaptive=adaptive)
+        sem = RwSem(r.ctx, "sem", policy=pol)
+        log: Log = []
+        _spawn(r, sem, log, 1, "r1", 0, False, 50_000, 0)
+        _spawn(r, sem, log, 2, "w1", 1, True, 1000, 100)
+        _spawn(r, sem, log, 3, "r2", 2, False, 1000, 20_000)
+        r.engine.run()
+        return _ins(log), sem.stat.extra["spin_timeouts"] == 1
+
+    assert go(False) == (["r1", "r2", "w1"], True)
+    assert go(True) == (["r1", "w1", "r2"], True)

@@ -83,3 +83,20 @@ def test_set_rwsem_reader_spin_changes_the_lock() -> None:
     assert so["lock_stat"]["W"]["contentions"] == sn["lock_stat"]["W"]["contentions"] == 19
     assert (off.metrics["lockstress.elapsed_seconds"], on.metrics["lockstress.elapsed_seconds"]) == (
         354_250e-9, 218_200e-9)
+
+
+def test_lock_stat_table_splits_rwsem_sides() -> None:
+    """The /proc/lock_stat rendering: an rwsem gets a -W and a -R line with the real
+    columns; 1 writer + 2 readers on v3.12 (no spinning: every contention sleeps)."""
+    from mmsim.report.text import LOCK_STAT_COLUMNS, lock_stat_table
+
+    params = {"tasks": "3", "iterations": "20", "think_ns": "1000", "hold_ns": "2000", "lock": "rwsem-read",
+              "writers": "1"}
+    r = run(RunSpec("lockstress", "tiny", "v3.12", params=params))
+    t = lock_stat_table(r.locks)
+    assert t.headers == ["class", *LOCK_STAT_COLUMNS]
+    assert [row[0] for row in t.rows] == ["lockstress-W", "lockstress-R"]
+    ls = r.locks["lockstress"]["lock_stat"]
+    assert ls["W"]["acquisitions"] == 20 and ls["R"]["acquisitions"] == 40
+    assert ls["W"]["acquisitions"] + ls["R"]["acquisitions"] == r.locks["lockstress"]["acquisitions"]
+    assert ls["W"]["contentions"] + ls["R"]["contentions"] == r.locks["lockstress"]["contentions"]

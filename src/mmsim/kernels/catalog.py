@@ -119,6 +119,11 @@ POLICIES: dict[str, Policy] = {
                "rwsem readers spin on a running writer owner and steal a reader-owned sem while writers "
                "wait (cf69482d62d9, v5.3; removed by 617f3ef95177, v5.11)",
                "kernel/locking/rwsem.c rwsem_down_read_slowpath(), rwsem_try_read_lock_unqueued()"),
+        Policy("rwsem_reader_spin_adaptive", ("off", "on"),
+               "RWSEM_RD_NONSPINNABLE: after a writer's spin on readers timed out, readers neither spin nor "
+               "steal until a writer takes the sem by the fast path or by spinning (5cfd92e12e13, v5.3; "
+               "removed with reader spinning by 617f3ef95177, v5.11)",
+               "kernel/locking/rwsem.c rwsem_disable_reader_optspin(), rwsem_down_read_slowpath()"),
         Policy("rwsem_reader_steal", ("off", "on"),
                "a reader in the rwsem slowpath takes a sem no writer holds and no hand-off protects, "
                "without spinning (1a728dff855a, v5.11)",
@@ -280,7 +285,7 @@ PATCHES: dict[str, Patch] = {
         # Message-Id 1381154053-4848-12-git-send-email-kirill.shutemov@linux.intel.com), merged
         # for v3.13 with the series; its upstream commit id was not found in the stored corpus,
         # so it is catalogued under this name.
-        Patch("x86-split-pmd-ptlock", "x86, mm: enable split page table lock for PMD level",
+        Patch("x86-splitpmd", "x86, mm: enable split page table lock for PMD level",
               {"pmd_ptl": "split"}, "v3.13"),
         Patch("e1f56c89b040", "mm: convert mm->nr_ptes to atomic_long_t", {"nr_ptes_atomic": "on"}, "v3.13"),
         Patch("8382d914ebf7", "mm, hugetlb: improve page-fault scalability",
@@ -326,8 +331,10 @@ PATCHES: dict[str, Patch] = {
               {"rwsem_reader_spin": "on"}, "v5.3"),
         Patch("7d43f1ce9dd0", "locking/rwsem: Enable time-based spinning on reader-owned rwsem",
               {"rwsem_writer_spin_on_readers": "on"}, "v5.3"),
+        Patch("5cfd92e12e13", "locking/rwsem: Adaptive disabling of reader optimistic spinning",
+              {"rwsem_reader_spin_adaptive": "on"}, "v5.3"),
         Patch("617f3ef95177", "locking/rwsem: Remove reader optimistic spinning",
-              {"rwsem_reader_spin": "off"}, "v5.11"),
+              {"rwsem_reader_spin": "off", "rwsem_reader_spin_adaptive": "off"}, "v5.11"),
         Patch("1a728dff855a", "locking/rwsem: Enable reader optimistic lock stealing",
               {"rwsem_reader_steal": "on"}, "v5.11"),
         Patch("c0d0381ade79", "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization",
@@ -355,6 +362,7 @@ _V312 = {
     "rwsem_writer_spin_on_readers": "off",
     "rwsem_reader_spin": "off",
     "rwsem_reader_steal": "off",
+    "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
     "mutex_osq": "off",
     "mmap_lock_name": "mmap_sem",

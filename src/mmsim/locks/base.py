@@ -128,25 +128,32 @@ class CacheLine:
         self.free_at = 0
         self.transfers = 0
         self.nspin = 0
-        self._cnt = np.zeros(machine.ncpus, dtype=np.float64)  # spinners per CPU
+        # spinners per CPU, allocated on the first spinner: most lines never have one, and a
+        # run has a line per shared struct page
+        self._cnt: np.ndarray | None = None
         self._pairs = 0.0  # sum of HIT(i, j) over ordered pairs of distinct spinners
-        self._snap = self._cnt  # readers of the last storm (owner == SHARED)
+        self._snap: np.ndarray | None = None  # readers of the last storm (owner == SHARED)
         self._nsnap = 0
 
     # -- spinners ------------------------------------------------------------
     def add_spinner(self, cpu: int) -> None:
         c = self.costs
+        cnt = self._cnt
+        if cnt is None:
+            cnt = self._cnt = np.zeros(len(c.hitm), dtype=np.float64)
         if self.nspin:
-            self._pairs += float(c.hit_np[cpu] @ self._cnt + c.hit_t[cpu] @ self._cnt)
-        self._cnt[cpu] += 1.0
+            self._pairs += float(c.hit_np[cpu] @ cnt + c.hit_t[cpu] @ cnt)
+        cnt[cpu] += 1.0
         self.nspin += 1
 
     def remove_spinner(self, cpu: int) -> None:
-        self._cnt[cpu] -= 1.0
+        cnt = self._cnt
+        assert cnt is not None, "remove_spinner without add_spinner"
+        cnt[cpu] -= 1.0
         self.nspin -= 1
         if self.nspin:
             c = self.costs
-            self._pairs -= float(c.hit_np[cpu] @ self._cnt + c.hit_t[cpu] @ self._cnt)
+            self._pairs -= float(c.hit_np[cpu] @ cnt + c.hit_t[cpu] @ cnt)
         else:
             self._pairs = 0.0
 
@@ -154,7 +161,7 @@ class CacheLine:
         """The re-read storm a write by ``writer`` sets off: (first read, each
         later read), expected ns. (0, 0) without spinners."""
         n = self.nspin
-        if not n:
+        if not n or self._cnt is None:
             return 0.0, 0.0
         first = float(self.costs.hitm_np[writer] @ self._cnt) / n
         per = self._pairs / (n * (n - 1)) if n > 1 else 0.0
@@ -166,7 +173,7 @@ class CacheLine:
         o = self.owner
         if o == cpu:
             return 0.0
-        if o == SHARED:
+        if o == SHARED and self._snap is not None:
             return float(self.costs.hit_t[cpu] @ self._snap) / self._nsnap
         return self.costs.hitm[o][cpu]
 
@@ -180,7 +187,7 @@ class CacheLine:
             self.transfers += 1
         first, per = self.storm(cpu)
         done = start - now + int(cost)
-        if self.nspin:
+        if self.nspin and self._cnt is not None:
             self.free_at = start + int(cost + first + (self.nspin - 1) * per)
             self.owner = SHARED
             self._snap = self._cnt.copy()

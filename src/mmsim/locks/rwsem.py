@@ -23,6 +23,12 @@ is an :class:`RwsemPolicy`, set from the kernel catalogue by the lock's user:
   contended reader spins on a running writer owner and, on a reader-owned sem
   with no hand-off pending, takes the lock at once although writers are
   queued (``rwsem_try_read_lock_unqueued``: reader lock stealing);
+* ``reader_spin_adaptive`` (5cfd92e12e13, v5.3, "Adaptive disabling of
+  reader optimistic spinning"): a writer whose spin on a reader-owned sem
+  timed out sets ``RWSEM_RD_NONSPINNABLE`` as well; while it is set readers
+  neither spin nor steal, they queue. A sleeper that saw the bits at slowpath
+  entry sets it again when it gets the lock; a writer that gets the lock by
+  the fast path or by spinning clears it (``rwsem_set_owner``);
 * ``reader_steal`` (1a728dff855a, v5.11, with the removal above): a reader in
   the slowpath still takes a sem that no writer holds and no hand-off
   protects, without spinning (``rwsem_down_read_slowpath``);
@@ -71,6 +77,7 @@ class RwsemPolicy:
     handoff: bool = False
     wake_all: bool = False
     reader_steal: bool = False
+    reader_spin_adaptive: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class MutexPolicy:
 
 
 class _Waiter:
-    __slots__ = ("task", "write", "since", "spinning", "woken")
+    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin")
 
     def __init__(self, task: Task, write: bool, since: int, spinning: bool) -> None:
         self.task = task
@@ -88,6 +95,7 @@ class _Waiter:
         self.since = since
         self.spinning = spinning
         self.woken = False  # a mutex waiter woken once that lost the lock (handoff)
+        self.saw_nonspin = False  # non-spinnable bits seen at slowpath entry (5cfd92e12e13)
 
 
 class RwSem:
@@ -118,6 +126,7 @@ class RwSem:
         self.osq: deque[_Waiter] = deque()  # optimistic spinners, OSQ order
         self.handoff = False
         self.nonspinnable = False  # RWSEM_WR_NONSPINNABLE after a reader-owned spin timed out
+        self.rd_nonspinnable = False  # RWSEM_RD_NONSPINNABLE (5cfd92e12e13): readers may not spin
         self.last_cpu = -1
         self._read_since: dict[int, int] = {}
         self._write_since = 0
@@ -162,7 +171,8 @@ class RwSem:
         if write:
             self.writer = task
             self._write_since = at
-            self.nonspinnable = False
+            self.nonspinnable = False  # rwsem_set_owner(): owner = current, flags cleared
+            self.rd_nonspinnable = False
         else:
             self.readers += 1
             self._read_since[task.tid] = at
@@ -174,6 +184,10 @@ class RwSem:
         self.stat.note_wait(wait)
         (self._wst if w.write else self._rst).note_wait(wait)
         self._take(w.task, w.write, now + delay)
+        if w.saw_nonspin and not w.spinning and self.policy.reader_spin_adaptive:
+            # rwsem_disable_reader_optspin() / rwsem_mark_wake(): a sleeper that saw the
+            # non-spinnable bits at slowpath entry sets the reader one on acquiring
+            self.rd_nonspinnable = True
         if w.spinning:
             self.ctx.counters.busy(w.task.cpu, self._f_spin, wait)
             self.ctx.engine.wake(w.task, delay)
@@ -182,7 +196,9 @@ class RwSem:
 
     def _sleep(self, task: Task, write: bool, since: int) -> Any:
         self.stat.extra["sleeps"] += 1
-        self.waitq.append(_Waiter(task, write, since, False))
+        w = _Waiter(task, write, since, False)
+        w.saw_nonspin = self.rd_nonspinnable or (write and self.nonspinnable)
+        self.waitq.append(w)
         return self.ctx.sched.sleep(task)
 
     def _spin(self, task: Task, write: bool, since: int) -> Any:
@@ -202,7 +218,10 @@ class RwSem:
         if w not in self.osq or self.writer is not None or not self.readers:
             return
         self.osq.remove(w)
-        self.nonspinnable = True
+        self.nonspinnable = True  # rwsem_set_nonspinnable(): both bits
+        if self.policy.reader_spin_adaptive:
+            self.rd_nonspinnable = True
+        w.saw_nonspin = True
         self.stat.extra["spin_timeouts"] += 1
         self.ctx.counters.busy(w.task.cpu, self._f_spin, self.ctx.engine.now - w.since)
         self.stat.extra["sleeps"] += 1
@@ -286,7 +305,7 @@ class RwSem:
             return True  # OWNER_NULL: free (being handed over)
         if write:
             return self.policy.writer_spin_on_readers and not self.nonspinnable
-        return True
+        return not (self.policy.reader_spin_adaptive and self.rd_nonspinnable)
 
     # -- the API --------------------------------------------------------------
     def down_read(self, task: Task) -> Any:
@@ -301,7 +320,8 @@ class RwSem:
         d = self._line_rmw(task)
         self._note_contention(task.cpu, False)
         p = self.policy
-        if (p.reader_spin and self._can_spin(False)) or (p.reader_steal and self.writer is None):
+        rd_ok = not (p.reader_spin_adaptive and self.rd_nonspinnable)
+        if (p.reader_spin and rd_ok and self._can_spin(False)) or (p.reader_steal and self.writer is None):
             if self.writer is None and not self.handoff:
                 # rwsem_try_read_lock_unqueued on a reader-owned sem: steal it
                 self.stat.extra["steals"] += 1

@@ -94,6 +94,7 @@ class System:
             handoff=f("rwsem_handoff"),
             wake_all=self.policy("rwsem_reader_wake") == "all",
             reader_steal=f("rwsem_reader_steal"),
+            reader_spin_adaptive=f("rwsem_reader_spin_adaptive"),
         )
 
     def mutex_policy(self) -> MutexPolicy:

@@ -100,6 +100,27 @@ def locks_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) ->
     return t
 
 
+LOCK_STAT_COLUMNS = ("con-bounces", "contentions", "waittime-min", "waittime-max", "waittime-total", "waittime-avg",
+                     "acq-bounces", "acquisitions", "holdtime-min", "holdtime-max", "holdtime-total", "holdtime-avg")
+
+
+def lock_stat_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) -> Table:
+    """``/proc/lock_stat``'s own columns (times in µs, as lock_stat prints them); an rwsem
+    has a ``-W`` (write) and a ``-R`` (read) line, as there."""
+    t = Table(["class", *LOCK_STAT_COLUMNS], align="l" + "r" * len(LOCK_STAT_COLUMNS),
+              title="lock_stat (columns of /proc/lock_stat, times in µs):")
+    used = [(name, s) for name, s in locks.items() if s.get("acquisitions", 0) and s.get("lock_stat")]
+    order = sorted(used, key=lambda kv: (-int(kv[1].get("wait_ns_total", 0)), kv[0]))
+    for name, s in order[:top]:
+        ls = s["lock_stat"]
+        sides = [(f"{name}-W", ls["W"]), (f"{name}-R", ls["R"])] if "W" in ls else [(name, ls)]
+        for label, c in sides:
+            t.rows.append([label] + [
+                f"{c[k] / 1e3:,.2f}" if k.startswith(("waittime", "holdtime")) else fmt_int(c[k])
+                for k in LOCK_STAT_COLUMNS])
+    return t
+
+
 def sim_line(sim: Mapping[str, Any]) -> str:
     events = int(sim.get("events", 0))
     wall = float(sim.get("wall_seconds", 0.0))
@@ -128,6 +149,9 @@ def format_run(runs: Mapping[str, Any] | Sequence[Mapping[str, Any]], perf_block
         doc.append(slab)
     if any(s.get("acquisitions", 0) for s in (run.get("locks") or {}).values()):
         doc.append(locks_table(run["locks"]))
+        ls = lock_stat_table(run["locks"])
+        if ls.rows:
+            doc.append(ls)
     doc.append(sim_line(run.get("sim") or {}) + (f" (run 1 of {len(rs)})" if len(rs) > 1 else ""))
     return doc
 
