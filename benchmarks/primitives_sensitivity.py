@@ -2,7 +2,7 @@
 
 For each `mmsim reproduce` experiment, every cost constant of its machine
 whose source is labelled ``estimate`` or ``inference`` (CostModel fields,
-the DRAM nodes' idle latency, the LLC latency) is scaled by 0.5 and by 1.5,
+the DRAM nodes' idle latency and sustained bandwidth, the LLC latency) is scaled by 0.5 and by 1.5,
 one at a time, *in this process only* (the committed presets are not
 changed), and both arms run again. A banded check that leaves its band
 under such a change is *fragile*, and the constant that flips it is named.
@@ -35,12 +35,17 @@ def estimates(m: Machine) -> list[str]:
         t = text.lower()
         return "estimate" in t or "inference" in t or "assumed" in t
 
-    out = [f"cost.{f}" for f, s in m.cost.sources.items()
-           if unsourced(s) and f not in ("line_hit_socket_ns", "line_hit_remote_ns")]
+    # a clean-line cost equal to its modified-line one follows that field (see scaled); only an
+    # independently set one (Ice Lake's MLC-ratio inference) is a constant of its own
+    derived = {f for f in ("line_hit_socket_ns", "line_hit_remote_ns") if m.cost.sources.get(f, "").startswith(
+        ("no clean-line figure", "not measured", "estimate: no clean-line figure"))}
+    out = [f"cost.{f}" for f, s in m.cost.sources.items() if unsourced(s) and f not in derived]
     if unsourced(m.sources.get("nodes.latency_ns", "")):
         out.append("nodes.latency_ns")
     if "estimate" in m.sources.get("caches", "").lower():
         out.append("caches.L3.latency_ns")
+    if unsourced(m.sources.get("nodes.bandwidth", "")):
+        out.append("nodes.bandwidth")
     return sorted(out)
 
 
@@ -59,6 +64,10 @@ def scaled(m: Machine, what: str, factor: float) -> Machine:
     if what == "nodes.latency_ns":
         nodes = tuple(dataclasses.replace(n, latency_ns=n.latency_ns * factor,
                                           remote_latency_ns=(n.remote_latency_ns or n.latency_ns) * factor)
+                      if n.mem_type.value == "DRAM" else n for n in m.nodes)
+        return dataclasses.replace(m, nodes=nodes)
+    if what == "nodes.bandwidth":
+        nodes = tuple(dataclasses.replace(n, read_bw_gbs=n.read_bw_gbs * factor, write_bw_gbs=n.write_bw_gbs * factor)
                       if n.mem_type.value == "DRAM" else n for n in m.nodes)
         return dataclasses.replace(m, nodes=nodes)
     if what == "caches.L3.latency_ns":

@@ -239,7 +239,9 @@ def run_cmd(
         "--field-separator", "-x", help="perf stat -x SEP: print only perf's CSV, fields split by SEP.")] = None,
     perf_json: Annotated[bool, typer.Option("--json-output", "-j", help="perf stat -j: perf's JSON lines only.")]
     = False,
-    noise: cli_workflow.NoiseOpt = False,
+    noise: Annotated[bool | None, typer.Option(
+        "--noise/--no-noise", help="Run-to-run variation from modelled sources (task start skew), seeded per "
+        "run; default: on with -r N > 1, as perf stat -r is for spread.")] = None,
     store: cli_workflow.StoreOpt = None,
     no_store: cli_workflow.NoStoreOpt = False,
     progress: cli_workflow.ProgressOpt = None,
@@ -270,7 +272,7 @@ def run_cmd(
     if kernel is not None:  # BASE+PATCH+...: the base, and the patches before any --patch
         base, extra = split_kernel(kernel)
         kwargs["kernel"], kwargs["patches"] = base, (*extra, *kwargs["patches"])
-    if noise:
+    if noise or (noise is None and repeat > 1):
         kwargs["noise"] = True
     # Only what the user gave: RunSpec owns the defaults.
     for key, value in (("machine", machine), ("seed", seed)):

@@ -175,6 +175,7 @@ def sweep_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     metric: Annotated[str | None, typer.Option("--metric", help="Show this metric (default: the benchmark's).")] = None,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -189,7 +190,7 @@ def sweep_cmd(
     bar, cb = _progress(progress, f"sweep {workload}")
     with guard_limits(max_events, max_memory, force), bar:
         s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
-                  _store(store, no_store), fresh, cb)
+                  _store(store, no_store), fresh, cb, noise)
     d = s.to_dict()
     if metric and not any(metric in p["summary"] for p in d["points"]):
         raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
@@ -222,6 +223,7 @@ def bisect_cmd(
     scheduler: SchedOpt = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -243,7 +245,7 @@ def bisect_cmd(
     bar, cb = _progress(progress, f"bisect {workload}", hold_first_batch=True)  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
-                   max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
+                   max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb, noise)
     d = b.to_dict()
     if json_out:
         _emit_json(d)

@@ -289,35 +289,39 @@ _SCHED_ALLOWED = ("a Dask scheduler address SCHEME://HOST[:PORT] like tcp://node
                   "HOST a name, an IPv4 address or [IPv6]; PORT 1..65535)")
 
 
+_NETLOC_RE = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\[\]:/@?#]+))(?::(?P<port>[0-9]{1,5}))?")
+
+
 def check_scheduler(address: str, field: str = "--scheduler") -> str:
-    """A Dask scheduler address, checked before Dask parses it (Dask raises a bare ValueError on ``tcp://[::1``)."""
+    """A Dask scheduler address, checked before Dask parses it (Dask raises a bare ValueError on ``tcp://[::1``).
+
+    ``SCHEME://NETLOC`` with NETLOC exactly ``HOST[:PORT]`` or ``[IPv6][:PORT]``; nothing else (no path,
+    user, query, second bracket).
+    """
     import ipaddress
-    from urllib.parse import urlsplit
 
     def bad() -> UserError:
         return UserError(field, address, _SCHED_ALLOWED)
 
     if not isinstance(address, str) or not address.isascii() or not address.isprintable() or len(address) > 300:
         raise bad()
-    try:
-        u = urlsplit(address)
-        port = u.port  # ValueError when not an integer 0..65535
-        host = u.hostname
-    except ValueError:
-        raise bad() from None
-    if u.scheme == "inproc":  # inproc://IP/PID/N: Dask's in-process transport
-        if not u.netloc:
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        raise bad()
+    if scheme == "inproc":  # inproc://IP/PID/N: Dask's in-process transport
+        if not rest:
             raise bad()
         return address
-    if u.scheme not in SCHEDULER_SCHEMES or not host or u.username is not None or u.password is not None:
+    m = _NETLOC_RE.fullmatch(rest.removesuffix("/"))
+    if scheme not in SCHEDULER_SCHEMES or m is None:
         raise bad()
-    if u.path not in ("", "/") or u.query or u.fragment or port == 0:
+    if m["port"] is not None and not 1 <= int(m["port"]) <= 65535:
         raise bad()
-    if "[" in u.netloc:
+    if m["v6"] is not None:
         try:
-            ipaddress.IPv6Address(host)
+            ipaddress.IPv6Address(m["v6"])
         except ValueError:
             raise bad() from None
-    elif not _HOST_RE.fullmatch(host):
+    elif not _HOST_RE.fullmatch(m["host"]):
         raise bad()
     return address

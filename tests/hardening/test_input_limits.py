@@ -176,7 +176,8 @@ def test_option_errors(capsys: pytest.CaptureFixture[str], argv: list[str], line
 def test_scheduler_addresses() -> None:
     for ok in ("tcp://127.0.0.1:8786", "tcp://[::1]:8786", "tls://node-1.example:8786", "tcp://h"):
         assert inputs.check_scheduler(ok) == ok
-    for bad in ("tcp://[::1", "localhost:1", "tcp://h:0", "tcp://h:99999", "tcp://a b:1", "udp://h:1", "tcp://"):
+    for bad in ("tcp://[::1", "localhost:1", "tcp://h:0", "tcp://h:99999", "tcp://a b:1", "udp://h:1", "tcp://",
+                "tls://[::1]]:1", "tcp://[::1]x:1", "tcp://u@h:1", "tcp://h:1/x", "tcp://h:1?y", "", " "):
         with pytest.raises(UserError):
             inputs.check_scheduler(bad)
 

@@ -248,7 +248,7 @@ def compare(
     arm_specs = []
     for k in kernels:
         base, patches = parse_kernel(k)
-        spec = RunSpec(workload, machine, base, patches, dict(policies or {}), dict(params or {}), seed, noise)
+        spec = RunSpec(workload, machine, base, patches, dict(policies or {}), dict(params or {}), seed, noise=noise)
         arm_specs.append(spec)
         specs += with_seeds(spec, runs, seed)
     canon = [canonical(s) for s in arm_specs]

@@ -190,9 +190,9 @@ def check_executor(executor: str, workers: int | None, scheduler: str | None) ->
         raise UserError("--executor", executor, EXECUTORS)
     if workers is not None and workers < 1:
         raise UserError("--workers", workers, "an integer >= 1")
-    if scheduler and executor != "dask":
+    if scheduler is not None and executor != "dask":
         raise UserError("--scheduler", scheduler, "only with --executor dask")
-    if scheduler:
+    if scheduler is not None:  # also "": an empty address is an error, not a local cluster
         from mmsim.inputs import check_scheduler
 
         check_scheduler(scheduler)

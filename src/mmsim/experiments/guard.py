@@ -39,7 +39,8 @@ Limits (defaults sized for a 24 GiB, 2-core host shared with other jobs):
 ``--max-events`` / ``$MMSIM_MAX_EVENTS`` (default 2e8: at the 8-29 us per event
 measured on the reproduce runs, 0.5-1.6 h), ``--max-memory`` /
 ``$MMSIM_MAX_MEMORY`` (default 8g: a third of the host, so a two-worker sweep
-still fits), ``$MMSIM_MAX_WALL`` (seconds, default 300; ``--exact`` runs are exempt), ``--force`` / ``MMSIM_FORCE=1`` to
+still fits), ``$MMSIM_MAX_WALL`` (CPU seconds, default 300: twice the longest
+reproduce arm; ``--exact`` runs are exempt), ``--force`` / ``MMSIM_FORCE=1`` to
 run anyway.
 """
 
@@ -61,7 +62,8 @@ PTRS_PER_PTE = 512
 DEFAULT_MAX_EVENTS = 200_000_000
 DEFAULT_MAX_MEMORY = 8 << 30
 # CPU seconds: a run estimated longer asks for --force (issue 20: "a run estimated over 5 minutes prints the
-# estimate and asks for --force"); --exact runs are exempt.
+# estimate and asks for --force"); about twice the longest reproduce arm (autonuma-scan, estimated 161 s);
+# --exact runs are exempt.
 DEFAULT_MAX_WALL = 300.0
 ENV_EVENTS, ENV_MEMORY, ENV_FORCE, ENV_WALL = "MMSIM_MAX_EVENTS", "MMSIM_MAX_MEMORY", "MMSIM_FORCE", "MMSIM_MAX_WALL"
 # A run simulating more than a day is outside every modelled benchmark (pmbench's duration <= 3600 s, LKP's
@@ -101,10 +103,14 @@ FAST_4K_EVENT_SHARE = {"thp_memscale": 0.11}
 # Events outside the units above (ticks, pmbench's first touches and page-sampling steps): ~4 us (the ticks:
 # 72.6 s elapsed / 15.4 M events on a loaded host; page sampling's start-up events ~(0.06 - 0.03) s / 4,743).
 OTHER_EVENT_US = 4.0
-# pmbench sampling=page: each chunk draws every page of the set (multinomial, LLC hit probabilities): 0.33-0.6 us
-# per page per chunk measured (16-64 MiB sets, 1-4 jobs); ~4,800 events at start-up (measured 4,743-4,990 for
-# 16-64 MiB sets), then ~1.5 per chunk (1.2-1.5 measured).
+# pmbench sampling=page: each chunk draws every page of the set (multinomial, LLC hit probabilities), CPU time per
+# chunk measured: 0.9 ms for 4,096 pages, 8.2 ms for 16,384, 28 ms for 262,144 (2 jobs, 4 ms chunks): 0.5 us per
+# page up to 16,384 pages (2x high for 4,096), 0.08 us per page beyond. Its model state is ~160 B per page of the
+# set (float64/int64 arrays of probabilities, counts, positions; 2.1x high with pmbench's per-line LLC stamps).
 PAGED_US_PER_PAGE = 0.5
+PAGED_US_PER_PAGE_BEYOND = 0.08
+PAGED_PAGES_KNEE = 16384
+PAGED_BYTES_PER_PAGE = 160
 PAGED_FIXED_EVENTS = 4800
 PAGED_EVENTS_PER_CHUNK = 1.5
 # lmbench: the simulated reader's and writer's msg-byte buffers (bw_unix.c valloc(XFERSIZE) in each)
@@ -114,8 +120,8 @@ BW_UNIX_BUFFERS = 2
 # tasks on it): from the reproduce runs' ru_maxrss on this host, 36 MiB for lmbench/bw_unix on the
 # 128-CPU icelake-6338-2s and 110 MiB for thp_memscale on the 1024-CPU sgi-uv2000-512: (110 - 36) MiB
 # over (1024 - 128) CPUs = 85 KiB per CPU. The interpreter with mmsim and numpy imported is 34 MiB here; small runs
-# on tiny (8 CPUs) peaked at 35-36 MiB, and at 48-50 MiB after main's changes of 2026-12-01 11:30 (measured by
-# tests/hardening/test_guard_scaling.py's child processes): 34 MiB for the base, estimate/RSS 0.72-1.09.
+# on tiny (8 CPUs) peak at 35-45 MiB (VmHWM of tests/hardening/test_guard_scaling.py's child processes):
+# 34 MiB for the base, estimate/RSS 0.78-1.08 over its 26 cases.
 BASE_RSS = 34 << 20
 PER_CPU_BYTES = 85 << 10
 # One PTE table's present bitmap: numpy bool[512] (512 B data + ~112 B array header) and its dict slot.
@@ -359,8 +365,10 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
         chunk_ns = TICK_NS if p["jobs"] > 1 or numa else CHUNK_MAX_NS
         chunks = p["jobs"] * (sim_ns / chunk_ns + 1)
         out.extra_events = PAGED_FIXED_EVENTS + PAGED_EVENTS_PER_CHUNK * chunks
-        out.extra_wall = chunks * npages * PAGED_US_PER_PAGE / 1e6
-        out.wall_basis = f"; page sampling: {chunks:,.0f} chunks x {npages:,} pages x {PAGED_US_PER_PAGE:g} us"
+        per_chunk_us = (PAGED_US_PER_PAGE * min(npages, PAGED_PAGES_KNEE)
+                        + PAGED_US_PER_PAGE_BEYOND * max(0, npages - PAGED_PAGES_KNEE))
+        out.extra_wall = chunks * per_chunk_us / 1e6
+        out.wall_basis = f"; page sampling: {chunks:,.0f} chunks of {npages:,} pages x {per_chunk_us / 1e3:.3g} ms"
         batches = 0.0
     else:
         batches = p["jobs"] * (timed + warm) / BATCH
@@ -376,7 +384,8 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
         # -i: a write fault per page of the map, ~5.5 events each (measured: 1,453,813 events for 262,663
         # faults, a 1 GiB linear fill on cascadelake-optane-2s)
         out.extra_events += (p["mapsize"] << 20) // PAGE * PMBENCH_FAULT_EVENTS[0]
-    out.memory += npages * (PAGE // 64) * PMBENCH_LINE_BYTES + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
+    per_page = PAGED_BYTES_PER_PAGE if paged else (PAGE // 64) * PMBENCH_LINE_BYTES
+    out.memory += npages * per_page + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
     out.what = "access batches and page faults"
 
 

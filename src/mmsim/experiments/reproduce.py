@@ -74,13 +74,15 @@ def _sensitivity() -> dict[str, Any]:
 
 
 def fragility(exp_id: str, c: Check) -> dict[str, Any]:
-    """``fragile`` (None: not a band check, or not swept) and the constants whose +-50% flips it,
-    from the committed sensitivity table (nothing is simulated here)."""
+    """From the committed sensitivity table (nothing is simulated here): ``fragile`` = an in-band
+    result leaves its band when one unsourced estimate is scaled by 0.5 or 1.5, with the constants
+    that do it in ``fragile_constants``; for a result outside its band, ``fragile`` is None and
+    ``fragile_constants`` lists the changes that would bring it in. None also when not swept."""
     e = _sensitivity().get(exp_id)
     if c.kind != "band" or c.band is None or e is None or c.metric not in e.get("flips", {}):
         return {"fragile": None, "fragile_constants": []}
     flips = list(e["flips"][c.metric])
-    return {"fragile": bool(flips), "fragile_constants": flips}
+    return {"fragile": bool(flips) if c.ok else None, "fragile_constants": flips}
 
 
 @dataclass

@@ -117,6 +117,7 @@ def sweep(
     store: Store | None = None,
     fresh: bool = False,
     progress: Progress | None = None,
+    noise: bool = False,
 ) -> Sweep:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
@@ -132,7 +133,7 @@ def sweep(
         base, patches = parse_kernel(k)
         for i in range(runs):
             point = dict(zip(names, values, strict=True))
-            specs.append(RunSpec(workload, m, base, patches, dict(policies or {}), point, seed + i))
+            specs.append(RunSpec(workload, m, base, patches, dict(policies or {}), point, seed + i, noise=noise))
     results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress)
     points = []
     for j, (_m, _k, values) in enumerate(combos):

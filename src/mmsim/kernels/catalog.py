@@ -250,6 +250,14 @@ POLICIES: dict[str, Policy] = {
 }
 
 
+def policy(name: str, where: str) -> Policy:
+    """The policy called ``name``, or a UserError naming ``where`` and the policies there are."""
+    p = POLICIES.get(name)
+    if p is None:
+        raise UserError(where, name, sorted(POLICIES))
+    return p
+
+
 @dataclass(frozen=True)
 class Patch:
     commit: str
@@ -513,9 +521,7 @@ def resolve(
         applied.append(p.commit)
         label += f"+{p.commit[:12]}"
     for name, value in (overrides or {}).items():
-        if name not in POLICIES:
-            raise UserError(f"{where}", name, sorted(POLICIES))
-        pol[name] = POLICIES[name].check(value, where)
+        pol[name] = policy(name, where).check(value, where)
     if overrides:
         label += "".join(f",{a}={b}" for a, b in sorted(overrides.items()))
     return ResolvedKernel(label, pol, tuple(applied))
@@ -555,9 +561,7 @@ def load_patch_yaml(path: str | Path) -> Patch:
     out: dict[str, str] = {}
     for name, value in changes.items():
         name = str(name)
-        if name not in POLICIES:
-            raise UserError(f"{p.name}: changes", name, sorted(POLICIES))
-        out[name] = POLICIES[name].check(_yaml_str(value), f"{p.name}: changes")
+        out[name] = policy(name, f"{p.name}: changes").check(_yaml_str(value), f"{p.name}: changes")
     commit = str(data.get("commit") or p.stem)
     return Patch(commit, str(data.get("subject") or commit), out, str(data.get("version") or ""))
 

@@ -5,9 +5,9 @@ page fault per page of a buffer) spend most of their host time in a steady
 state. :class:`FastForward` alternates *detailed windows*, simulated event by
 event, with *skips*:
 
-1. **Wait** until every registered thread is inside its steady region (past
-   ``warm`` operations of it, so start-up and the hand-over from the previous
-   phase are simulated in detail).
+1. **Wait** until every thread is spawned and every live one is inside its
+   steady region (past ``warm`` and before its last ``tail`` operations of
+   it, so start-up and the hand-over between phases are simulated in detail).
 2. **Window**: from one poll to the first poll after ``window_ops``
    operations in total (and at least ``min_thread_ops`` per thread), snapshot
    every counter at both ends (perf, vmstat, cycle profile, lock_stat). The
@@ -17,9 +17,11 @@ event, with *skips*:
    thread keeps ``tail`` operations of its region for detailed simulation:
    thread *i* is advanced by ``n_i = round(rate_i x F)`` operations (its own
    rate in the window; the workload applies the state change, e.g. marks the
-   pages mapped, at the thread's next poll), every counter is advanced by
-   ``r x`` its window delta with ``r = sum(n_i) / sum(d_i)``, and ``F`` is added
-   to the run's elapsed time.
+   pages mapped, at the thread's next poll), the counters of its CPU by
+   ``n_i / d_i x`` their window delta (``d_i``: its operations in the window,
+   so its page faults stay exact), every other counter (lock_stat, CPUs
+   without a thread) by ``r x`` its window delta with
+   ``r = sum(n_i) / sum(d_i)``, and ``F`` is added to the run's elapsed time.
 
 All threads skip the same simulated time together, so the contention they
 see (lock queues, shared lines) is the window's. Nothing in the engine's
@@ -31,7 +33,10 @@ gives byte-identical results.
 **CI.** Each window's batch durations per operation give a Student-t 95%
 half-width ``h`` of the mean time per operation (relative); the skipped time
 is uncertain by ``h x F``; independent windows add in quadrature. Reported as
-``elapsed_ci95_seconds`` (half-width) next to the elapsed time.
+``elapsed_ci95_seconds`` (half-width) next to the elapsed time. It counts only
+the rate noise inside each window: measured against ``--exact`` it
+understates the error (the difference was 1.2x and 1.7x the half-width on
+the two cases of docs/performance.md).
 
 ``--exact`` (``RunSpec.exact``) turns this off: every operation is an event.
 """
