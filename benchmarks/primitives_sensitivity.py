@@ -2,14 +2,17 @@
 
 For each `mmsim reproduce` experiment, every cost constant of its machine
 whose source is labelled ``estimate`` or ``inference`` (CostModel fields,
-the DRAM nodes' idle latency, the LLC latency) is scaled by 0.5 and by 1.5,
+the DRAM nodes' idle latency and sustained bandwidth, the LLC latency) is scaled by 0.5 and by 1.5,
 one at a time, *in this process only* (the committed presets are not
 changed), and both arms run again. A banded check that leaves its band
 under such a change is *fragile*, and the constant that flips it is named.
 
-Usage: python benchmarks/primitives_sensitivity.py [--json] [--factors 0.5,1.5] [EXPERIMENT ...]
-(no experiment: all five). The table goes to docs/validation.md; it takes
-about 2 x (number of estimates) x the experiment's reproduce time.
+Usage: python benchmarks/primitives_sensitivity.py [--json] [--write-table] [--factors 0.5,1.5] [EXPERIMENT ...]
+(no experiment: all five). The markdown table goes to docs/validation.md;
+``--write-table`` also writes src/mmsim/experiments/sensitivity.json, the
+committed table `mmsim reproduce --json` reads its per-check ``fragile``
+flags from (nothing is re-simulated at reproduce time). It takes about
+2 x (number of estimates) x the experiment's reproduce time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -31,12 +35,17 @@ def estimates(m: Machine) -> list[str]:
         t = text.lower()
         return "estimate" in t or "inference" in t or "assumed" in t
 
-    out = [f"cost.{f}" for f, s in m.cost.sources.items()
-           if unsourced(s) and f not in ("line_hit_socket_ns", "line_hit_remote_ns")]
+    # a clean-line cost equal to its modified-line one follows that field (see scaled); only an
+    # independently set one (Ice Lake's MLC-ratio inference) is a constant of its own
+    derived = {f for f in ("line_hit_socket_ns", "line_hit_remote_ns") if m.cost.sources.get(f, "").startswith(
+        ("no clean-line figure", "not measured", "estimate: no clean-line figure"))}
+    out = [f"cost.{f}" for f, s in m.cost.sources.items() if unsourced(s) and f not in derived]
     if unsourced(m.sources.get("nodes.latency_ns", "")):
         out.append("nodes.latency_ns")
     if "estimate" in m.sources.get("caches", "").lower():
         out.append("caches.L3.latency_ns")
+    if unsourced(m.sources.get("nodes.bandwidth", "")):
+        out.append("nodes.bandwidth")
     return sorted(out)
 
 
@@ -57,6 +66,10 @@ def scaled(m: Machine, what: str, factor: float) -> Machine:
                                           remote_latency_ns=(n.remote_latency_ns or n.latency_ns) * factor)
                       if n.mem_type.value == "DRAM" else n for n in m.nodes)
         return dataclasses.replace(m, nodes=nodes)
+    if what == "nodes.bandwidth":
+        nodes = tuple(dataclasses.replace(n, read_bw_gbs=n.read_bw_gbs * factor, write_bw_gbs=n.write_bw_gbs * factor)
+                      if n.mem_type.value == "DRAM" else n for n in m.nodes)
+        return dataclasses.replace(m, nodes=nodes)
     if what == "caches.L3.latency_ns":
         caches = tuple(dataclasses.replace(c, latency_ns=c.latency_ns * factor) if c.name == "L3" else c
                        for c in m.caches)
@@ -65,7 +78,7 @@ def scaled(m: Machine, what: str, factor: float) -> Machine:
 
 
 def banded(outcome: Any) -> dict[str, tuple[float, bool]]:
-    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band"}
+    return {c.metric: (c.simulated, bool(c.ok)) for c in outcome.checks if c.kind == "band" and c.band is not None}
 
 
 def sweep(exp_id: str, factors: tuple[float, ...]) -> list[dict[str, Any]]:
@@ -91,10 +104,30 @@ def sweep(exp_id: str, factors: tuple[float, ...]) -> list[dict[str, Any]]:
     return rows
 
 
+TABLE = Path(__file__).resolve().parent.parent / "src" / "mmsim" / "experiments" / "sensitivity.json"
+
+
+def table(rows: list[dict[str, Any]], factors: tuple[float, ...]) -> dict[str, Any]:
+    """{experiment: {"swept": [...], "factors": [...], "flips": {metric: ["machine:constant x0.5", ...]}}}."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        e = out.setdefault(r["experiment"], {"factors": list(factors), "swept": [], "flips": {}})
+        if r["constant"] == "(model)":
+            for k in r["checks"]:
+                e["flips"].setdefault(k, [])
+            continue
+        if r["constant"] not in e["swept"]:
+            e["swept"].append(r["constant"])
+        for k in r["flipped"]:
+            e["flips"].setdefault(k, []).append(f"{r['constant']} x{r['factor']}")
+    return out
+
+
 def main(argv: list[str]) -> None:
     as_json = "--json" in argv
+    write = "--write-table" in argv
     factors = (0.5, 1.5)
-    args = [a for a in argv if a != "--json"]
+    args = [a for a in argv if a not in ("--json", "--write-table")]
     if "--factors" in args:
         i = args.index("--factors")
         factors = tuple(float(x) for x in args[i + 1].split(","))
@@ -102,13 +135,17 @@ def main(argv: list[str]) -> None:
     rp._load()
     ids = args or list(rp.EXPERIMENTS)
     rows = [r for e in ids for r in sweep(e, factors)]
+    if write:
+        old = json.loads(TABLE.read_text()) if TABLE.is_file() else {}
+        TABLE.write_text(json.dumps({**old, **table(rows, factors)}, indent=1, sort_keys=True) + "\n")
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    print("| experiment | constant | factor | flips |")
-    print("|---|---|---:|---|")
+    print("| experiment | constant | factor | banded results | leaves / enters its band |")
+    print("|---|---|---:|---|---|")
     for r in rows:
-        print(f"| {r['experiment']} | {r['constant']} | {r['factor']} | {', '.join(r['flipped']) or '-'} |")
+        vals = ", ".join(f"{k} {v:.4g}" for k, v in r["checks"].items())
+        print(f"| {r['experiment']} | {r['constant']} | {r['factor']} | {vals} | {', '.join(r['flipped']) or '-'} |")
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ class FakeSpec:
     policies: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    exact: bool = False
 
 
 @dataclass

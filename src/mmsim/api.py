@@ -60,32 +60,33 @@ def run(spec: RunSpec | str, runs: int = 1, store: Any = True, progress: Progres
 def compare(workload: str, kernels: list[str], machine: str = "tiny", params: dict[str, str] | None = None,
             policies: dict[str, str] | None = None, runs: int = 3, seed: int = 0, executor: str = "serial",
             workers: int | None = None, store: Any = True, fresh: bool = False,
-            progress: ProgressHook | None = None) -> Comparison:
-    """``mmsim compare``: the kernels (the first is the base) over ``runs`` seeds each."""
+            progress: ProgressHook | None = None, noise: bool = False) -> Comparison:
+    """``mmsim compare``: the kernels (the first is the base) over ``runs`` seeds each; ``noise``:
+    run-to-run variation from modelled sources (:func:`mmsim.experiments.run.apply_noise`)."""
     from mmsim.experiments.compare import compare as _compare
     from mmsim.progress import from_counts
 
     return _compare(workload, list(kernels), machine, params, policies, runs, seed, executor, workers, None,
-                    _store(store), fresh, from_counts(progress, f"compare {workload}"))
+                    _store(store), fresh, from_counts(progress, f"compare {workload}"), noise)
 
 
 def sweep(workload: str, params: dict[str, str], kernels: list[str] | None = None,
           machines: list[str] | None = None, policies: dict[str, str] | None = None, runs: int = 1, seed: int = 0,
           executor: str = "serial", workers: int | None = None, store: Any = True, fresh: bool = False,
-          progress: ProgressHook | None = None) -> Sweep:
+          progress: ProgressHook | None = None, noise: bool = False) -> Sweep:
     """``mmsim sweep``: the grid machines x kernels x ``params`` lists (``{"tasks": "1,2,4"}``); points
     already in the store are not run again."""
     from mmsim.experiments.sweep import sweep as _sweep
     from mmsim.progress import from_counts
 
     return _sweep(workload, params, kernels, machines, policies, runs, seed, executor, workers, None,
-                  _store(store), fresh, from_counts(progress, f"sweep {workload}"))
+                  _store(store), fresh, from_counts(progress, f"sweep {workload}"), noise)
 
 
 def bisect(workload: str, good: str | None = None, bad: str | None = None, series: str | Path | None = None,
            metric: str | None = None, threshold_pct: float = 5.0, machine: str = "tiny",
            params: dict[str, str] | None = None, runs: int = 3, seed: int = 0, executor: str = "serial",
-           store: Any = True, progress: ProgressHook | None = None) -> Bisection:
+           store: Any = True, progress: ProgressHook | None = None, noise: bool = False) -> Bisection:
     """``mmsim bisect``: ``good`` and ``bad`` kernels, or a ``series`` YAML file."""
     from mmsim.errors import UserError
     from mmsim.experiments.bisect import bisect as _bisect
@@ -99,7 +100,7 @@ def bisect(workload: str, good: str | None = None, bad: str | None = None, serie
     else:
         raise UserError("good/bad", f"{good}/{bad}", "both good and bad, or series")
     return _bisect(workload, ser, metric, threshold_pct, machine, params, runs, None, 5.0, 10.0, seed, executor,
-                   None, None, _store(store), from_counts(progress, f"bisect {workload}"))
+                   None, None, _store(store), from_counts(progress, f"bisect {workload}"), noise)
 
 
 def reproduce(ids: list[str] | None = None, seed: int = 0, store: Any = True,

@@ -105,8 +105,9 @@ def machine_show(
 
     m = get_machine(name)
     if json_out:
-        # derived totals first (not part of the YAML schema), then the machine as saved
-        _emit_json({"cpus": m.ncpus, "cores": m.ncores, **machine_to_dict(m)})
+        # exactly the machine file's schema, so that the output is a machine file again
+        # (`mmsim machine show X --json > m.json && mmsim machine show m.json`); CPUs = sockets x cores x threads
+        _emit_json(machine_to_dict(m))
     else:
         _emit(format_machine(m))
 
@@ -209,6 +210,11 @@ def workloads_cmd() -> None:
 
 # -- running -----------------------------------------------------------------------
 
+ExactOpt = Annotated[
+    bool,
+    typer.Option("--exact", help="Every operation an event: no fast-forward of steady states (slower)."),
+]
+
 
 @app.command("run")
 def run_cmd(
@@ -233,12 +239,16 @@ def run_cmd(
         "--field-separator", "-x", help="perf stat -x SEP: print only perf's CSV, fields split by SEP.")] = None,
     perf_json: Annotated[bool, typer.Option("--json-output", "-j", help="perf stat -j: perf's JSON lines only.")]
     = False,
+    noise: Annotated[bool | None, typer.Option(
+        "--noise/--no-noise", help="Run-to-run variation from modelled sources (task start skew), seeded per "
+        "run; default: on with -r N > 1, as perf stat -r is for spread.")] = None,
     store: cli_workflow.StoreOpt = None,
     no_store: cli_workflow.NoStoreOpt = False,
     progress: cli_workflow.ProgressOpt = None,
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one workload on one machine under one kernel; print perf stat, the benchmark's metrics,
@@ -262,10 +272,14 @@ def run_cmd(
     if kernel is not None:  # BASE+PATCH+...: the base, and the patches before any --patch
         base, extra = split_kernel(kernel)
         kwargs["kernel"], kwargs["patches"] = base, (*extra, *kwargs["patches"])
+    if noise or (noise is None and repeat > 1):
+        kwargs["noise"] = True
     # Only what the user gave: RunSpec owns the defaults.
     for key, value in (("machine", machine), ("seed", seed)):
         if value is not None:
             kwargs[key] = value
+    if exact:
+        kwargs["exact"] = True
 
     from mmsim.cli_progress import ProgressView
     from mmsim.experiments.run import run_repeated
@@ -300,6 +314,10 @@ def reproduce_cmd(
     max_events: cli_workflow.MaxEventsOpt = None,
     max_memory: cli_workflow.MaxMemoryOpt = None,
     force: cli_workflow.ForceOpt = False,
+    exact: ExactOpt = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Processes for the arms (default: the CPUs; 1 = serial).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run both arms of the seed experiments: published vs simulated vs band. Every arm's run is
@@ -315,10 +333,13 @@ def reproduce_cmd(
 
     st = cli_workflow._store(store, no_store)
     view = ProgressView("reproduce", progress)
+    extra: dict[str, Any] = {"exact": True} if exact else {}
+    if workers is not None:
+        extra["workers"] = workers
     with cli_workflow.guard_limits(max_events, max_memory, force), view:
         if st is not None:
             st.count()  # a bad --store fails before anything runs
-        results = reproduce(ids or None, seed, st, view.hook)
+        results = reproduce(ids or None, seed, st, view.hook, **extra)
     outcomes = [o.to_dict() for o in results]
     if json_out:
         _emit_json(outcomes)

@@ -100,8 +100,8 @@ def validate_cmd(
     seconds: Annotated[float, typer.Option("--seconds", min=0.05, help="page_fault1: minimum native seconds.")] = 1.0,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
     suite: Annotated[
-        str, typer.Option("--suite", help="primitives (level 0: machine primitives), native (workloads on "
-                          "this host's kernel), or all.")
+        str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
+                          "models vs native lock contention), native (workloads on this host's kernel), or all.")
     ] = "all",
     json_out: JsonOpt = False,
 ) -> None:
@@ -119,7 +119,7 @@ def validate_cmd(
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
     if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
         raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
-    suites = {"primitives", "native", "all"}
+    suites = {"primitives", "locks", "native", "all"}
     if suite not in suites:
         raise UserError("--suite", suite, ", ".join(sorted(suites)))
     from mmsim.machine import get_machine
@@ -134,10 +134,18 @@ def validate_cmd(
     if suite in ("native", "all"):
         _progress("suite native")
         rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
+    lock_rows: list[dict[str, Any]] = []
+    if suite in ("locks", "all"):
+        from mmsim.locks.validate import validate_locks
+
+        _progress("suite locks")
+        lock_rows = validate_locks(machine, log=_progress)
     if json_out:
-        _emit_json(rows)
+        _emit_json(rows + lock_rows)
     else:
-        _emit(format_validate(rows))
+        from mmsim.locks.validate import format_locks
+
+        _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else []))
 
 
 def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:

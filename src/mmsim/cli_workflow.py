@@ -46,6 +46,8 @@ MaxEventsOpt = Annotated[str | None, typer.Option(
 MaxMemoryOpt = Annotated[str | None, typer.Option(
     "--max-memory", help="Refuse a run estimated above SIZE of host memory (default 8g or $MMSIM_MAX_MEMORY).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Run even beyond --max-events / --max-memory.")]
+NoiseOpt = Annotated[bool, typer.Option(
+    "--noise", help="Run-to-run variation from modelled sources (task start skew), seeded per run.")]
 
 
 def guard_limits(max_events: str | None, max_memory: str | None, force: bool) -> AbstractContextManager[Any]:
@@ -117,7 +119,8 @@ def register(app: typer.Typer) -> None:
 
 def compare_cmd(
     workload: Annotated[str, typer.Argument(help="Workload name.")],
-    kernel: Annotated[list[str], typer.Option("--kernel", "-k", help="Kernel A, then B; BASE+PATCH+... allowed.")],
+    kernel: Annotated[list[str], typer.Option(
+        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).")],
     machine: MachineOpt = "tiny",
     param: ParamOpt = None,
     set_: SetOpt = None,
@@ -130,13 +133,18 @@ def compare_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """A/B compare over repeated runs: LKP's %stddev/%change table, significance and the robot's verdict."""
+    """Compare kernels over repeated runs, LKP-style: the base, then a %change / %stddev column per
+    other kernel; significance and the robot's verdict for each against the base.
+
+    Example: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3
+    """
     from mmsim.experiments.compare import compare
     from mmsim.report.lkp import compare_doc
 
@@ -144,7 +152,7 @@ def compare_cmd(
     bar, cb = _progress(progress, f"compare {workload}")
     with guard_limits(max_events, max_memory, force), bar:
         c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
-                    _store(store, no_store), fresh, cb)
+                    _store(store, no_store), fresh, cb, noise)
     d = c.to_dict()
     if json_out:
         _emit_json(d)
@@ -167,6 +175,7 @@ def sweep_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     metric: Annotated[str | None, typer.Option("--metric", help="Show this metric (default: the benchmark's).")] = None,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -181,7 +190,7 @@ def sweep_cmd(
     bar, cb = _progress(progress, f"sweep {workload}")
     with guard_limits(max_events, max_memory, force), bar:
         s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
-                  _store(store, no_store), fresh, cb)
+                  _store(store, no_store), fresh, cb, noise)
     d = s.to_dict()
     if metric and not any(metric in p["summary"] for p in d["points"]):
         raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
@@ -214,6 +223,7 @@ def bisect_cmd(
     scheduler: SchedOpt = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
+    noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -235,7 +245,7 @@ def bisect_cmd(
     bar, cb = _progress(progress, f"bisect {workload}", hold_first_batch=True)  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
-                   max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb)
+                   max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb, noise)
     d = b.to_dict()
     if json_out:
         _emit_json(d)

@@ -55,3 +55,13 @@ def test_compare_and_sweep_frames(tmp_path: Path) -> None:
     assert list(sf["param.tasks"]) == [1, 2] and "lockstress.acquisitions_per_second" in sf
     again = mmsim.sweep("lockstress", {"tasks": "1,2", "iterations": "50"}, store=store)
     assert (s.executed, again.executed) == (2, 0)  # the Python sweep uses the store
+
+
+def test_results_frames_have_params_and_policies_as_columns(tmp_path: Path) -> None:
+    store = tmp_path / "r.duckdb"
+    mmsim.run("lockstress", params={"tasks": "2"}, seed=1, store=store)
+    df = mmsim.results.runs(store)
+    assert df.loc[0, "param.tasks"] == 2 and df.loc[0, "policy.spinlock"] == "ticket"  # v3.13, before qspinlock
+    wide = mmsim.results.metrics(store, wide=True)
+    assert wide.loc[0, "param.tasks"] == 2 and "lockstress.acquisitions_per_second" in wide
+    assert "param.tasks" not in mmsim.results.runs(store, expand=False)

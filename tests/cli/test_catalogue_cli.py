@@ -33,7 +33,7 @@ def test_catalogue_fits_100_columns(capsys: Cap, argv: tuple[str, ...]) -> None:
 
 def test_kernels_lists_kernels_and_patches(capsys: Cap) -> None:
     out = cli(capsys, "kernels")[1]
-    assert "  v6.7              v6.7        21  Linux v6.7" in out
+    assert "  v6.7              v6.7        31  Linux v6.7" in out  # 21 + 9 lock patches + x86 split PMD
     assert "  e009bb30c8df                v3.13  mm: implement split page table lock for PMD level" in out
     assert "-> pmd_ptl=split" in out
 
@@ -95,3 +95,16 @@ def test_patch_yaml_on_run(capsys: Cap, tmp_path: Path) -> None:
     code, out, _ = cli(capsys, "run", "lockstress", "--kernel", "v6.6", "--patch", str(f), "--json", "--no-store")
     d = json.loads(out)
     assert code == 0 and d["kernel"] == "v6.6+batch127" and d["policies"]["pcp_batch"] == "127"
+
+
+def test_patch_yaml_in_compare_and_bisect(capsys: Cap, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.yaml").write_text("commit: qspin\nsubject: queued spinlocks\nchanges:\n  spinlock: queued\n")
+    small = ["-p", "tasks=8", "-p", "iterations=100", "-r", "1", "--executor", "serial", "--no-store", "--json"]
+    assert main(["compare", "lockstress", "-k", "v3.12", "-k", "v3.12+q.yaml", *small]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [a["kernel"] for a in d["arms"]] == ["v3.12", "v3.12+qspin"] and d["culprit"] == "commit qspin"
+    assert main(["bisect", "lockstress", "--good", "v3.12", "--bad", "v3.12+q.yaml", *small]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert b["series"] == [{"commit": "qspin", "subject": "queued spinlocks"}]
+    assert b["first_bad"]["commit"] == "qspin"

@@ -24,9 +24,18 @@ def test_results_list_shows_a_run_made_with_mmsim_run(capsys: Cap, store_path: P
     rows = json.loads(cli(capsys, "results", "list", "--json")[1])
     assert [(r["workload"], r["machine"], r["kernel"], r["seed"]) for r in rows] == [("lockstress", "tiny", "v3.13", 4)]
     # the same run again replaces it; -r 2 adds seed 5
-    assert cli(capsys, "run", "lockstress", "--machine", "tiny", "--seed", "4", "-p", "tasks=2", "-r", "2")[0] == 0
+    assert cli(capsys, "run", "lockstress", "--machine", "tiny", "--seed", "4", "-p", "tasks=2", "-r", "2",
+               "--no-noise")[0] == 0
     rows = json.loads(cli(capsys, "results", "list", "--json")[1])
     assert sorted(r["seed"] for r in rows) == [4, 5]
+    # -r N turns noise on: two more runs, under their own keys
+    assert cli(capsys, "run", "lockstress", "--machine", "tiny", "--seed", "4", "-p", "tasks=2", "-r", "2")[0] == 0
+    assert len(json.loads(cli(capsys, "results", "list", "--json")[1])) == 4
+
+
+def test_repeat_shows_perfs_spread(capsys: Cap) -> None:
+    out = cli(capsys, "run", "lockstress", "--machine", "tiny", "-r", "3", "--no-store", "--no-progress")[1]
+    assert "(3 runs):" in out and "( +- " in out.split("seconds time elapsed")[0]
 
 
 def test_no_store_stores_nothing(capsys: Cap, store_path: Path) -> None:

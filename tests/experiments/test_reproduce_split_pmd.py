@@ -18,6 +18,9 @@ def test_split_pmd_ptl_in_band_with_mechanism() -> None:
     assert a.profile[0]["symbol"] == "_raw_spin_lock"
     assert b.profile[0]["symbol"] != "_raw_spin_lock"
     assert a.locks["&mm->page_table_lock"]["contentions"] > 100_000
-    # every THP fault takes the PMD lock once: mm-wide on v3.12, split on v3.13
-    assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] == a.vmstat["thp_fault_alloc"]
+    # every THP fault and every __pte_alloc takes pmd_lock() once (c4088ebdca64): mm-wide on
+    # v3.12, split on v3.13, where only __pmd_alloc still takes mm->page_table_lock
+    assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] >= b.vmstat["thp_fault_alloc"]
+    assert (b.locks["ptlock_ptr(pmd page)"]["acquisitions"] + b.locks["&mm->page_table_lock"]["acquisitions"]
+            == a.locks["&mm->page_table_lock"]["acquisitions"])
     assert b.locks["ptlock_ptr(pmd page)"]["contentions"] < a.locks["&mm->page_table_lock"]["contentions"] / 100

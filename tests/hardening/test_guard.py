@@ -125,3 +125,4 @@ def test_reproduce_experiments_pass_the_default_limits() -> None:
                                  k.policies)
             assert est.events <= guard.DEFAULT_MAX_EVENTS, (e.id, arm, est)
             assert est.memory <= guard.DEFAULT_MAX_MEMORY, (e.id, arm, est)
+            assert est.wall <= guard.DEFAULT_MAX_WALL / 1.5, (e.id, arm, est)  # with room: 161 s at most

@@ -33,6 +33,21 @@ V312 = {
     "hugetlb_fault_hash": "private-by-mm",
     "rwsem_reader_wake": "until-writer",
     "hugetlb_i_mmap_rwsem": "never",
+    "rwsem_writer_spin_on_readers": "off",
+    "rwsem_reader_spin": "off",
+    "rwsem_reader_steal": "off",
+    "rwsem_reader_spin_adaptive": "off",
+    "rwsem_handoff": "off",
+    "mutex_osq": "off",
+    "mutex_handoff": "off",
+    "mmap_lock_name": "mmap_sem",
+    "spinlock_page_table_lock": "default",
+    "spinlock_ptlock": "default",
+    "spinlock_zone_lock": "default",
+    "spinlock_hugetlb_lock": "default",
+    "spinlock_list_lock": "default",
+    "spinlock_unix_lock": "default",
+    "spinlock_lockstress": "default",
     "numa_balancing": "0",
     "numa_scan_check": "page-first",
     "numa_balancing_scan_delay_ms": "1000",
@@ -54,7 +69,8 @@ def test_v312() -> None:
 
 def test_v313_is_v312_plus_the_two_v313_patches() -> None:
     k = resolve("v3.13")
-    assert k.patches == ("e009bb30c8df", "e1f56c89b040")
+    # the split PMD lock series (generic e009bb30c8df, then the x86 enabling patch) and nr_ptes
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040")
     assert k.policies == {**V312, "pmd_ptl": "split", "nr_ptes_atomic": "on"}
     assert k.flag("nr_ptes_atomic")
 
@@ -62,16 +78,33 @@ def test_v313_is_v312_plus_the_two_v313_patches() -> None:
 def test_later_releases_accumulate_patches() -> None:
     assert resolve("v3.12").policies["spinlock"] == "ticket"
     k = resolve("v4.13")
-    # v3.15 hugetlb fault table, v3.16 rwsem spinning, v4.2 qspinlock.
-    assert k.patches == ("e009bb30c8df", "e1f56c89b040", "8382d914ebf7", "4fc828e24cd9", "a33fda35e3a7")
+    # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock.
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
+                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7")
     assert k.policies == {
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
-        "rwsem_spin_on_owner": "on", "spinlock": "queued",
+        "rwsem_spin_on_owner": "on", "spinlock": "queued", "mutex_osq": "on", "mutex_handoff": "on",
     }
     assert resolve("v4.14").policies == {**k.policies, "huge_clear_order": "target-last"}
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"
     assert resolve("v4.18").policies["huge_copy_order"] == "target-last"
     assert resolve("v4.17").policies["huge_copy_order"] == "sequential"
+
+
+def test_lock_behaviours_by_version() -> None:
+    """rwsem/mutex policies as each release had them (commits in the catalogue)."""
+    def lk(v: str) -> tuple[str, ...]:
+        p = resolve(v).policies
+        return tuple(p[n] for n in ("rwsem_spin_on_owner", "rwsem_writer_spin_on_readers", "rwsem_reader_spin",
+                                    "rwsem_reader_steal", "rwsem_reader_spin_adaptive",
+                                    "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
+                                    "mutex_handoff", "mmap_lock_name"))
+    assert lk("v3.12") == ("off", "off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
+    assert lk("v4.13") == ("on", "off", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
+    assert lk("v5.4") == ("on", "on", "on", "off", "on", "on", "all", "on", "on", "mmap_sem")
+    assert lk("v5.7") == lk("v5.4")  # the hugetlb-rwsem arms (c0d0381ade79, v5.7) run v5.3's rwsem
+    assert lk("c0d0381ade79") == lk("v5.4")
+    assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
                             "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
 
@@ -90,13 +123,14 @@ def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:
 def test_patch_by_prefix(pid: str) -> None:
     k = resolve("v3.12", [pid])
     assert k.patches == ("e009bb30c8df",)
-    assert k.policies == {**V312, "pmd_ptl": "split"}
+    assert k.policies == V312  # generic only: x86 splits PMD locks with x86-splitpmd
+    assert resolve("v3.12", [pid, "x86-splitpmd"]).policies == {**V312, "pmd_ptl": "split"}
     assert k.name == "v3.12+e009bb30c8df"  # the 12-character id however it was typed
 
 
 def test_patches_apply_in_order_on_top_of_the_kernel() -> None:
     k = resolve("v3.13", ["a33fda3", "4fc828e"])
-    assert k.patches == ("e009bb30c8df", "e1f56c89b040", "a33fda35e3a7", "4fc828e24cd9")
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "a33fda35e3a7", "4fc828e24cd9")
     assert k.policies["spinlock"] == "queued" and k.policies["rwsem_spin_on_owner"] == "on"
 
 
@@ -205,7 +239,7 @@ def test_kernel_yaml(tmp_path: Path) -> None:
     k = load_kernel_yaml(p)
     assert (k.name, k.base, k.description) == ("my-kernel", "v3.12", "test kernel")
     assert k.patches == ("e009bb30c8df",)
-    assert k.policies == {**V312, "pmd_ptl": "split", "thp": "never", "stat_interval_ms": "100"}
+    assert k.policies == {**V312, "thp": "never", "stat_interval_ms": "100"}
     r = resolve(str(p))
     assert r.name == "my-kernel" and r.policies == k.policies and r.patches == k.patches
     # Patches and overrides still apply on top of a YAML kernel.
@@ -217,7 +251,8 @@ def test_kernel_yaml(tmp_path: Path) -> None:
 def test_kernel_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
     k = load_kernel_yaml(_write(tmp_path, "base: v3.13\n", "k313.yml"))
     assert (k.name, k.base) == ("k313", "v3.13")
-    assert (k.policies, k.patches) == (resolve("v3.13").policies, ("e009bb30c8df", "e1f56c89b040"))
+    assert (k.policies, k.patches) == (resolve("v3.13").policies,
+                                       ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040"))
 
 
 @pytest.mark.parametrize(

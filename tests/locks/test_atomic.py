@@ -56,12 +56,14 @@ def test_false_sharing_spinners_slow_an_unrelated_atomic(make_rig: Callable[[], 
     sem = RwSem(r.ctx, "sem", line=line)
     holder, spinner = Task(1, "h", cpu=0), Task(2, "s", cpu=2)
     assert lk.acquire(holder) == 0  # line on CPU 0 already
-    lk.acquire(spinner)  # xadd: 0→2 200; CPU 2 spins: storm = xfer(home 0, 2) = 200
-    assert line.free_at == 200 and line.spin_sum == 200.0
+    lk.acquire(spinner)  # xadd: 0→2 200; then CPU 2 spins on the line
+    assert line.free_at == 200 and line.nspin == 1
     # A reader on CPU 1 at t=0: waits for the line until 200, 2→1 200 → 400; the
-    # spinner re-reads after it: the line is busy until 400 + 200 = 600.
+    # spinner re-reads it from CPU 1 (HITM 200): the line is busy until 600.
     assert sem.down_read(Task(3, "r", cpu=1)) == 400
     assert line.free_at == 600
-    # A second reader (CPU 5, SMT sibling of 1): waits until 600, 1→5 10 → 610 from now.
-    assert sem.down_read(Task(4, "r2", cpu=5)) == 610
+    # A second reader (CPU 5, SMT sibling of 1): waits until 600; the line is Shared and
+    # its forwarder is the last reader, CPU 2 (HIT 200) → 800; CPU 2 re-reads: free at 1000.
+    assert sem.down_read(Task(4, "r2", cpu=5)) == 800
+    assert line.free_at == 1000
     assert sem.stat.extra["line_wait_ns"] == 200 + 600

@@ -56,7 +56,8 @@ def test_readers_share(make_rig: Callable[[], Rig]) -> None:
     assert r.engine.now == 1100
     st = sem.stat
     assert (st.acquisitions, st.contentions, st.wait_ns_total) == (2, 0, 0)
-    assert st.extra == {"read_acquisitions": 2, "read_contentions": 0, "sleeps": 0, "line_wait_ns": 0}
+    assert st.extra == {"read_acquisitions": 2, "read_contentions": 0, "sleeps": 0, "line_wait_ns": 0, "steals": 0,
+                        "handoffs": 0, "spin_timeouts": 0}
     assert (st.hold_ns_total, st.hold_ns_max) == (2000, 1000)  # 0..1000 and 50..1050
     assert _cs(r) == 0
     assert sem.line.transfers == 3
@@ -108,7 +109,8 @@ def test_writer_excludes_queued_writer_blocks_readers_and_fifo_wakeups(make_rig:
     assert st.hold_ns_total == 10_000 + 8000 + 8000 + 7950 + 8000
     assert st.hold_ns_max == 10_000
     # line_wait: w2 100 + r3 50 + r2's up_read 50.
-    assert st.extra == {"read_acquisitions": 3, "read_contentions": 3, "sleeps": 4, "line_wait_ns": 200}
+    assert st.extra == {"read_acquisitions": 3, "read_contentions": 3, "sleeps": 4, "line_wait_ns": 200,
+                        "steals": 0, "handoffs": 0, "spin_timeouts": 0}
     # One context switch per sleeper, on its own CPU.
     cs = [p[CONTEXT_SWITCHES] for p in r.counters.perf]
     assert cs == [0, 1, 1, 1, 0, 1, 0, 0]

@@ -3,8 +3,15 @@
 Transfers on tiny: SMT sibling 10 ns, same socket 50 ns, other socket 200 ns.
 CPUs 0,1,4,5 are socket 0; 2,3,6,7 socket 1; siblings are c and c+4.
 
-Ticket hand-off = xfer(releaser, next) + ½ · Σ_{other waiters w} xfer(home, w);
-queued hand-off = xfer(releaser, next).
+Every write to the lock line (an arrival's xadd / set-pending / xchg_tail, the
+unlock store) first takes the line from its holder (read-for-ownership: HITM
+from the last writer, or, after a re-read storm, the mean HIT from the last
+storm's readers), then invalidates the spinners, whose re-reads are served one
+after another: the first from the writer (mean HITM(writer, w)), each later
+one from the previous reader (mean HIT over ordered spinner pairs). The next
+owner is served half-way through: first + (n-1)/2 · per. Ticket waiters all
+spin on the line; qspinlock's only the pending waiter and the MCS queue head,
+and a queue head that takes the lock writes its successor's node (one HITM).
 """
 
 from __future__ import annotations
@@ -47,62 +54,85 @@ def _contend(
 def test_ticket_grant_times(make_rig: Callable[[], Rig]) -> None:
     r = make_rig()
     lk, granted, released = _contend(r, SpinlockKind.TICKET, [0, 2, 6, 1])
-    # Arrivals at t=0, each an xadd (RMW) on the lock line (home CPU 0); a ticket
-    # waiter then spins on the line, so every later write also pays the re-read
-    # storm of the spinners (sum of xfer(home, spinner)):
-    #   CPU 0: owner 0 → 0 ns, lock free: granted at 0.            line free at 0
-    #   CPU 2: 0→2 200; spinners {2}: 200.                          line free at 200
-    #   CPU 6: starts 200, 2→6 10 + storm 200; spinners {2,6}: 400. line free at 410
-    #   CPU 1: starts 410, 6→1 200 + storm 400; spinners +50: 450.  line free at 1010
-    # Release by 0 at H=1000: line busy until 1010 (+10). Next = CPU 2, others {6, 1}:
-    #   h = 10 + xfer(0,2)=200 + (200+50)/2 = 335 → 1335; line free at 1010+200+250 = 1460.
-    # Release by 2 at 2335 (line free): next = CPU 6, others {1}: 10 + 50/2 = 35 → 2370.
-    # Release by 6 at 3370: next = CPU 1, no others: xfer(6,1) = 200 → 3570.
-    assert granted == {0: 0, 2: 1335, 6: 2370, 1: 3570}
-    assert released[1] == 4570
+    # Arrivals at t=0, one xadd each on the lock line (home CPU 0):
+    #   CPU 0: owner 0, 0 ns: granted at 0.
+    #   CPU 2: RFO 0→2 200; no spinners.                          line free 200, spinners {2}
+    #   CPU 6: RFO 2→6 10; storm {2}: HITM(6,2) 10.               line free 220, spinners {2,6}
+    #   CPU 1: RFO from {2}: 200; storm {2,6}: first 200, per 20/2 = 10: free 630; spinners {2,6,1}
+    #          (ordered-pair HIT sum 20 + 2·(200+200) = 820).
+    # Release by 0 at 1000: RFO from {2,6}: 200; storm n=3: first (200+200+50)/3 = 150,
+    #   per 820/6 = 136.7; CPU 2 half-way: 200 + int(150 + 136.7) = 486 → 1486.
+    # Release by 2 at 2486: RFO from {2,6,1}: (0+10+200)/3 = 70; storm {6,1}: first
+    #   (10+200)/2 = 105, per 400/2 = 200: 70 + int(105 + 100) = 275 → 2761.
+    # Release by 6 at 3761: RFO from {6,1}: (0+200)/2 = 100; storm {1}: 200 → 4061.
+    assert granted == {0: 0, 2: 1486, 6: 2761, 1: 4061}
+    assert released[1] == 5061
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1335 + 2370 + 3570  # all waited from t=0
-    assert st.wait_ns_max == 3570
-    assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
+    assert st.wait_ns_total == 1486 + 2761 + 4061  # all waited from t=0
+    assert (st.wait_ns_min, st.wait_ns_max) == (1486, 4061)
+    assert (st.hold_ns_total, st.hold_ns_min, st.hold_ns_max) == (4 * H, H, H)
+    # lock->cpu: 0 first, so every later acquisition and contention bounced
+    assert (st.acq_bounces, st.con_bounces) == (3, 3)
     assert st.kind == "spinlock(ticket)"
     # Spinning is charged on grant to the waiter's CPU under _raw_spin_lock.
-    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1335
-    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2370
-    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 3570
+    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1486
+    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2761
+    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 4061
     assert lk.holder is None
-    assert (lk.line.nspin, lk.line.spin_sum, lk.line.owner) == (0, 0.0, 1)
+    assert (lk.line.nspin, lk.line.owner) == (0, 1)
+    cols = st.to_dict()["lock_stat"]
+    assert cols == {
+        "con-bounces": 3, "contentions": 3, "waittime-min": 1486, "waittime-max": 4061,
+        "waittime-total": 8308, "waittime-avg": 8308 / 3, "acq-bounces": 3, "acquisitions": 4,
+        "holdtime-min": H, "holdtime-max": H, "holdtime-total": 4 * H, "holdtime-avg": float(H),
+    }
 
 
 def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     r = make_rig()
     lk, granted, _ = _contend(r, SpinlockKind.QUEUED, [0, 2, 6, 1])
-    # Hand-offs: 0→2 200, 2→6 10, 6→1 200; nothing depends on the other waiters.
-    assert granted == {0: 0, 2: H + 200, 6: 2 * H + 210, 1: 3 * H + 410}
+    # CPU 2 sets pending (RFO 200) and spins on the lock word; CPU 6 queues as MCS head
+    # (xchg_tail: RFO 10 + storm {2} 10; links into nobody's node) and spins on the lock
+    # word; CPU 1 queues behind 6 (xchg_tail; writes 6's node: HITM(6,1) 200), spins locally.
+    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6}: first 200, per 10;
+    #   CPU 2 (pending) half-way: 200 + int(200 + 5) = 405 → 1405.
+    # Release by 2 at 2405: RFO from {2,6}: (0+10)/2 = 5; storm {6}: 10 → 15; CPU 6 is the
+    #   queue head: it writes CPU 1's node, HITM(6,1) 200 → 2405 + 215 = 2620. CPU 1 is now
+    #   the head and spins on the lock word.
+    # Release by 6 at 3620: RFO from {6}: 0; storm {1}: 200 → 3820.
+    assert granted == {0: 0, 2: 1405, 6: 2620, 1: 3820}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 6 * H + 820  # (H+200) + (2H+210) + (3H+410)
-    assert st.wait_ns_max == 3 * H + 410
+    assert st.wait_ns_total == 1405 + 2620 + 3820
+    assert st.wait_ns_max == 3820
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
+    assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == H + 200
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1405
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
 @pytest.mark.parametrize("nwait", [1, 2, 3, 4])
-def test_ticket_collapse_vs_queued(make_rig: Callable[[], Rig], nwait: int) -> None:
-    """First hand-off with ``nwait`` waiters, all on socket 1 (CPUs 2, 3, 6, 7),
-    holder on CPU 0, lock homed on CPU 0 (every re-read costs 200 ns). The hold
-    (10 µs) outlasts the arrival storm (at most 1550 ns), so the line is free
-    at the release and the hand-off is only the transfer plus the re-reads:
-    ticket: 200 + (nwait-1)·200/2 = 200 + 100·(nwait-1): 200, 300, 400, 500;
-    queued: 200 whatever nwait."""
+def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> None:
+    """``nwait`` waiters on socket 1 (CPUs 2, 3, 6, 7; 2/6 and 3/7 SMT siblings), holder
+    on CPU 0, hold 10 µs (longer than any storm, so every release finds the line free).
+
+    First hand-off (0 → 2), both kinds: RFO of the line back to CPU 0 from the last
+    arrival's readers (200) + CPU 2's place in the storm: first 200 (HITM 0→socket 1)
+    and half of the other re-reads. Ticket: all nwait waiters re-read (per = mean
+    pair HIT: 0, 50, 110/3·…): 400, 425, 436, 455. Queued: at most 2 re-readers
+    (pending CPU 2 and queue head CPU 3): 400, 425, 425, 425.
+    Second hand-off (2 → 3): ticket 75, 75, 100; queued 75 + 50 (3 writes 6's node)."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
-    assert g_ticket[2] - hold == 200 + 100 * (nwait - 1)
-    assert g_queued[2] - hold == 200
+    assert g_ticket[2] - hold == [400, 425, 436, 455][nwait - 1]
+    assert g_queued[2] - hold == [400, 425, 425, 425][nwait - 1]
+    if nwait >= 2:
+        assert g_ticket[3] - g_ticket[2] - hold == [75, 75, 100][nwait - 2]
+        assert g_queued[3] - g_queued[2] - hold == [75, 125, 125][nwait - 2]
 
 
 def test_uncontended_acquire_pays_the_line_transfer(make_rig: Callable[[], Rig]) -> None:

@@ -102,9 +102,11 @@ class Engine:
         park = PARK
         events = 0
         seq = self._seq
+        limit: float = until if until is not None else float("inf")
         try:
             while heap:
-                if until is not None and heap[0][0] > until:
+                if heap[0][0] > limit:
+                    assert until is not None
                     self.now = until
                     break
                 when, _, obj, value = pop(heap)

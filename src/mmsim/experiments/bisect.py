@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
-from mmsim.experiments import stats
+from mmsim.experiments import guard, stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many, with_seeds
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
@@ -42,13 +42,21 @@ from mmsim.results.store import Store, flat_metrics
 class Series:
     base: str  # kernel name or YAML path, with its own patches folded in
     base_patches: tuple[str, ...]
-    patches: tuple[str, ...]  # the series, in order
+    patches: tuple[str, ...]  # the series, in order: commit ids, or patch YAML files (user patches)
 
     def kernel(self, i: int) -> tuple[str, tuple[str, ...]]:
         return self.base, self.base_patches + self.patches[:i]
 
+    def spec(self, i: int) -> str:
+        """The kernel after ``i`` patches as ``BASE+PATCH+...`` to resolve (patch files by their path)."""
+        return "+".join((self.base,) + tuple(p if p.endswith((".yaml", ".yml")) or Path(p).is_file() else p[:12]
+                                             for p in self.base_patches + self.patches[:i]))
+
     def label(self, i: int) -> str:
-        return "+".join((self.base,) + tuple(p[:12] for p in self.base_patches + self.patches[:i]))
+        """The kernel after ``i`` patches for display: ``BASE+ID+...`` (12-character ids)."""
+        from mmsim.kernels.catalog import lookup_patch
+
+        return "+".join((self.base,) + tuple(lookup_patch(p).commit[:12] for p in self.base_patches + self.patches[:i]))
 
 
 def load_series(path: str | Path) -> Series:
@@ -68,7 +76,12 @@ def load_series(path: str | Path) -> Series:
 
 
 def _full_id(pid: str, where: str) -> str:
-    from mmsim.kernels.catalog import PATCHES
+    """A catalogued patch's full commit id; a patch YAML file stays as given (it is read when resolved)."""
+    from mmsim.kernels.catalog import PATCHES, lookup_patch
+
+    if pid.endswith((".yaml", ".yml")) or Path(pid).is_file():
+        lookup_patch(pid)  # bad files fail here, before anything runs
+        return pid
 
     match = [c for c in PATCHES if c.startswith(pid) and len(pid) >= 7]
     if len(match) != 1:
@@ -78,7 +91,7 @@ def _full_id(pid: str, where: str) -> str:
 
 def series_from_kernels(good: str, bad: str) -> Series:
     """The patches ``bad`` has and ``good`` lacks, in ``bad``'s order; ``good`` must be contained in ``bad``."""
-    from mmsim.kernels.catalog import resolve
+    from mmsim.kernels.catalog import lookup_patch, resolve
 
     gb, gp = parse_kernel(good)
     bb, bp = parse_kernel(bad)
@@ -87,7 +100,9 @@ def series_from_kernels(good: str, bad: str) -> Series:
     missing = [c for c in g.patches if c not in b.patches]
     if missing:
         raise UserError("--bad", bad, f"a kernel containing every patch of --good {good} (lacks {missing[0][:12]})")
-    series = tuple(c for c in b.patches if c not in g.patches)
+    # user patches by the file they came from, so that every step can resolve them again
+    files = {lookup_patch(x).commit: x for x in (*gp, *bp) if x.endswith((".yaml", ".yml")) or Path(x).is_file()}
+    series = tuple(files.get(c, c) for c in b.patches if c not in g.patches)
     if not series:
         raise UserError("--bad", bad, f"a kernel with patches that --good {good} lacks")
     return Series(gb, tuple(_full_id(x, "--good") for x in gp), series)
@@ -120,12 +135,12 @@ class Bisection:
     executed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        from mmsim.kernels.catalog import PATCHES
+        from mmsim.kernels.catalog import lookup_patch
 
         fb = None
         if self.first_bad is not None:
-            c = self.series.patches[self.first_bad]
-            fb = {"commit": c, "subject": PATCHES[c].subject, "index": self.first_bad}
+            p = lookup_patch(self.series.patches[self.first_bad])
+            fb = {"commit": p.commit, "subject": p.subject, "index": self.first_bad}
         return {
             "kind": "bisect",
             "workload": self.workload,
@@ -133,7 +148,8 @@ class Bisection:
             "metric": self.metric,
             "threshold_pct": self.threshold_pct,
             "base": self.series.label(0),
-            "series": [{"commit": c, "subject": PATCHES[c].subject} for c in self.series.patches],
+            "series": [{"commit": p.commit, "subject": p.subject}
+                       for p in (lookup_patch(c) for c in self.series.patches)],
             "npatches": len(self.series.patches),
             "steps": [{"step": n + 1, "index": s.index, "kernel": s.kernel, "npatches": s.index,
                        "mean": s.summary.mean, "pct_stddev": s.summary.pct_stddev, "runs": len(s.values),
@@ -162,6 +178,7 @@ def bisect(
     scheduler: str | None = None,
     store: Store | None = None,
     progress: Progress | None = None,
+    noise: bool = False,
 ) -> Bisection:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
@@ -173,11 +190,13 @@ def bisect(
     if max_runs is not None and max_runs < 1:
         raise UserError("--max-runs", max_runs, "an integer >= 1 (default 3 x --runs)")
     max_runs = max(max_runs or 3 * runs, runs)
+    # the most runs it can take (both ends, then a binary search), before any spec is built
+    guard.check_grid(max_runs * (2 + (len(series.patches)).bit_length()), f"bisect {workload}")
     executed = 0
 
     def specs_for(i: int, seeds: range) -> list[RunSpec]:
         base, patches = series.kernel(i)
-        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed)
+        spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed, noise=noise)
         return with_seeds(spec, len(seeds), seeds.start)
 
     order: list[Step] = []
@@ -245,8 +264,8 @@ def bisect(
     if first_bad is not None:
         from mmsim.experiments.compare import compare
 
-        c = compare(workload, [series.label(first_bad), series.label(first_bad + 1)], machine, params, None,
-                    runs, seed, executor, workers, scheduler, store, progress=progress)
+        c = compare(workload, [series.spec(first_bad), series.spec(first_bad + 1)], machine, params, None,
+                    runs, seed, executor, workers, scheduler, store, progress=progress, noise=noise)
         executed += c.executed
         comp = c.to_dict()
     return Bisection(workload, machine_name[0], metric, threshold_pct, series, order, first_bad, summary, comp,

@@ -47,7 +47,7 @@ from typing import Any
 
 from mmsim.errors import RunFailure, UserError
 from mmsim.experiments import guard
-from mmsim.experiments.run import RunSpec, run
+from mmsim.experiments.run import NOISE_SOURCES, RunSpec, run
 from mmsim.results.store import Store, StoredRun, spec_hash, spill
 
 EXECUTORS = ("serial", "process", "dask")
@@ -76,7 +76,8 @@ def parse_kernel(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 # Modules that cannot change a run's result: the workflow around it, reports, the CLI.
-_NOT_MODEL = ("cli", "report/", "results/", "experiments/compare", "experiments/sweep", "experiments/bisect",
+_NOT_MODEL = ("cli", "api", "progress", "report/", "results/",
+              "experiments/compare", "experiments/sweep", "experiments/bisect",
               "experiments/stats", "experiments/executors", "experiments/reproduce", "experiments/exp_", "native/")
 
 
@@ -114,7 +115,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
-    guard.check(w.name, params, m, k.policies)  # before the store is opened or anything runs
+    guard.check(w.name, params, m, k.policies, spec.exact)  # before the store is opened or anything runs
     # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
     # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
     w.setup(System(m, k, spec.seed), dict(params))
@@ -128,9 +129,12 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
         "patches": list(k.patches),
         "policies": dict(sorted(k.policies.items())),
         "params": {p: params[p] for p in sorted(params)},
+        **({"noise": NOISE_SOURCES} if getattr(spec, "noise", False) else {}),  # noise-free keys unchanged
         "mmsim_version": mmsim.__version__,
         "model": model_fingerprint(),
     }
+    if spec.exact:  # event by event: a different result from the default fast-forward (metrics/sampling.py)
+        out["exact"] = True
     if Path(spec.kernel).is_file():
         out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
     return out

@@ -21,18 +21,35 @@ trial run:
   scratch, 8 bytes per 64-byte line of the working set; the owner lists of
   will-it-scale, one Python int per live page).
 
+* **simulated time** -- pmbench's warm-up and timed phase at its cost per
+  access (``delay`` cycles included); the model's periodic kernel work
+  (``vmstat_update`` each ``stat_interval_ms``) then adds events and
+  memory per simulated second per thread (:data:`TICK_EVENTS_PER_S`,
+  :data:`TICK_BYTES_PER_S`), and a run simulating more than
+  :data:`MAX_SIM_SECONDS` is refused outright;
+* **wall time** = events x host time per event (``WALL_US_PER_EVENT``,
+  measured here), plus pmbench ``sampling=page``'s per-page work per chunk;
+* **simulated memory**: a run whose own buffers exceed the machine's memory
+  (lmbench's ``msg``-byte buffers) is refused (it could not run there);
+* **a whole sweep/compare/bisect** (:func:`check_grid`, before any spec is
+  built): the runs' results held in memory (:data:`HELD_RUN_BYTES` each)
+  count against ``--max-memory``, and every distinct point is checked.
+
 Limits (defaults sized for a 24 GiB, 2-core host shared with other jobs):
 ``--max-events`` / ``$MMSIM_MAX_EVENTS`` (default 2e8: at the 8-29 us per event
 measured on the reproduce runs, 0.5-1.6 h), ``--max-memory`` /
 ``$MMSIM_MAX_MEMORY`` (default 8g: a third of the host, so a two-worker sweep
-still fits), ``--force`` / ``MMSIM_FORCE=1`` to run anyway.
+still fits), ``$MMSIM_MAX_WALL`` (CPU seconds, default 300: twice the longest
+reproduce arm; ``--exact`` runs are exempt), ``--force`` / ``MMSIM_FORCE=1`` to
+run anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +61,68 @@ PTRS_PER_PTE = 512
 
 DEFAULT_MAX_EVENTS = 200_000_000
 DEFAULT_MAX_MEMORY = 8 << 30
-ENV_EVENTS, ENV_MEMORY, ENV_FORCE = "MMSIM_MAX_EVENTS", "MMSIM_MAX_MEMORY", "MMSIM_FORCE"
+# CPU seconds: a run estimated longer asks for --force (issue 20: "a run estimated over 5 minutes prints the
+# estimate and asks for --force"); about twice the longest reproduce arm (autonuma-scan, estimated 161 s);
+# --exact runs are exempt.
+DEFAULT_MAX_WALL = 300.0
+ENV_EVENTS, ENV_MEMORY, ENV_FORCE, ENV_WALL = "MMSIM_MAX_EVENTS", "MMSIM_MAX_MEMORY", "MMSIM_FORCE", "MMSIM_MAX_WALL"
+# A run simulating more than a day is outside every modelled benchmark (pmbench's duration <= 3600 s, LKP's
+# runtime 300 s) and its periodic kernel work (vmstat_update each second per busy CPU) runs away.
+MAX_SIM_SECONDS = 86_400.0
+# Periodic work per simulated second per running thread: events and memory (kworkers queued behind a task that
+# does not reach a preemption point), measured on tiny with pmbench delay=1e12..1e14 cycles: 3.0 events/s
+# (300,026 events over 1e5 s; 2.25 with 4 jobs) and 935 B/s (4,787 MiB RSS over 5.12e6 s).
+TICK_EVENTS_PER_S = 3.0
+TICK_BYTES_PER_S = 935
+# Results the sweep process holds per run (RunResult dict + flat metrics): 23-41 KB measured with tracemalloc
+# (lockstress, pmbench, anon-w-seq), + spec and key.
+HELD_RUN_BYTES = 48 << 10
+# Host CPU time per engine event on this host (2-core VM, CPython 3.11; ru_utime + ru_stime of the run in a child
+# process, measured by tests/hardening/test_guard_scaling.py's cases on tiny): 3.3-5.1 us for the fault-driven
+# workloads, 2.6-4 for bw_unix (per skb), ~1 for lockstress, 23 for hugetlb's 2 MiB clears; pmbench's events are
+# batches of 4096 accesses (100-114 us). Fixed start-up of a run: ~0.03 s. It is the CPU time of the one-threaded
+# simulation: on a loaded host the elapsed time is longer (2-3x seen on this shared 2-core VM).
+WALL_US_PER_EVENT: dict[str, float] = {
+    "thp_memscale": 4.0,
+    "vm-scalability/anon-w-seq": 4.5,
+    "vm-scalability/anon-w-rand": 5.0,
+    "vm-scalability/anon-r-seq": 5.0,
+    "vm-scalability/anon-cow-seq": 5.0,
+    "vm-scalability/anon-w-seq-hugetlb": 40.0,
+    "vm-scalability/anon-cow-seq-hugetlb": 40.0,
+    "will-it-scale/page_fault1": 3.5,
+    "pmbench": 120.0,
+    "lmbench/bw_unix": 4.0,
+    "lockstress": 1.5,
+}
+WALL_FIXED_S = 0.03
+# Fast mode (metrics/sampling.py) on thp_memscale's 4 KiB steady state: 5,819,238 events for the 72-thread x
+# 512m THP-off arm against ~9.0 M faults x 6.1 events per fault event by event (0.106). Huge-page runs are
+# estimated as exact: their threads are rarely all in the steady region at once (split-pmd-ptl skips nothing).
+FAST_4K_EVENT_SHARE = {"thp_memscale": 0.11}
+# Events outside the units above (ticks, pmbench's first touches and page-sampling steps): ~4 us (the ticks:
+# 72.6 s elapsed / 15.4 M events on a loaded host; page sampling's start-up events ~(0.06 - 0.03) s / 4,743).
+OTHER_EVENT_US = 4.0
+# pmbench sampling=page: each chunk draws every page of the set (multinomial, LLC hit probabilities), CPU time per
+# chunk measured: 0.9 ms for 4,096 pages, 8.2 ms for 16,384, 28 ms for 262,144 (2 jobs, 4 ms chunks): 0.5 us per
+# page up to 16,384 pages (2x high for 4,096), 0.08 us per page beyond. Its model state is ~160 B per page of the
+# set (float64/int64 arrays of probabilities, counts, positions; 2.1x high with pmbench's per-line LLC stamps).
+PAGED_US_PER_PAGE = 0.5
+PAGED_US_PER_PAGE_BEYOND = 0.08
+PAGED_PAGES_KNEE = 16384
+PAGED_BYTES_PER_PAGE = 160
+PAGED_FIXED_EVENTS = 4800
+PAGED_EVENTS_PER_CHUNK = 1.5
+# lmbench: the simulated reader's and writer's msg-byte buffers (bw_unix.c valloc(XFERSIZE) in each)
+BW_UNIX_BUFFERS = 2
 
 # Interpreter + numpy + mmsim, and per simulated CPU (counters, scheduler, PCP lists, LLC state; the
 # tasks on it): from the reproduce runs' ru_maxrss on this host, 36 MiB for lmbench/bw_unix on the
 # 128-CPU icelake-6338-2s and 110 MiB for thp_memscale on the 1024-CPU sgi-uv2000-512: (110 - 36) MiB
-# over (1024 - 128) CPUs = 85 KiB per CPU, 25 MiB of the 36 left for the base.
-BASE_RSS = 25 << 20
+# over (1024 - 128) CPUs = 85 KiB per CPU. The interpreter with mmsim and numpy imported is 34 MiB here; small runs
+# on tiny (8 CPUs) peak at 35-45 MiB (VmHWM of tests/hardening/test_guard_scaling.py's child processes):
+# 34 MiB for the base, estimate/RSS 0.78-1.08 over its 26 cases.
+BASE_RSS = 34 << 20
 PER_CPU_BYTES = 85 << 10
 # One PTE table's present bitmap: numpy bool[512] (512 B data + ~112 B array header) and its dict slot.
 PTE_TABLE_BYTES = 512 + 112 + 100
@@ -82,11 +154,15 @@ EVENTS_PER_UNIT: dict[str, tuple[float, float]] = {
     "vm-scalability/anon-w-seq-hugetlb": (22.6, 22.6),
     "vm-scalability/anon-cow-seq-hugetlb": (23.1, 23.1),
     "will-it-scale/page_fault1": (6.2, 64.5),
-    "pmbench": (0.06, 1.0),  # 0.046 and 0.083 measured (every access counted as an LLC hit); 1 per hinting fault
-    "lmbench/bw_unix": (20.0, 20.0),  # 29.6 (64 KiB msgs) and 13.0 (16 KiB) measured
+    # per access batch (BATCH accesses, every one counted as an LLC hit: the most batches): 0.9-1.35 measured on
+    # tiny (4-64 MiB sets, 1-2 jobs); 1 per NUMA hinting fault
+    "pmbench": (1.2, 1.0),
+    "lmbench/bw_unix": (12.0, 12.0),  # per skb: 13.1 (32 KiB msgs), 12.2 (1 MiB), 7.2 (4 KiB) measured on tiny
     "lockstress": (4.0, 4.0),  # 3.0 (spinlock) and 4.0 (mutex) measured
 }
 SECOND_UNIT = {"pmbench": "NUMA hinting faults", "vm-scalability/anon-r-seq": "tasks"}
+# pmbench's first touches of its set: events per 4 KiB and per 2 MiB fault (the anon-w-seq ratios above)
+PMBENCH_FAULT_EVENTS = (5.5, 36.5)
 # a workload added without a measurement: the largest ratios
 DEFAULT_EVENTS_PER_UNIT = (max(k[0] for k in EVENTS_PER_UNIT.values()), max(k[1] for k in EVENTS_PER_UNIT.values()))
 
@@ -96,6 +172,9 @@ class Estimate:
     events: int
     memory: int  # bytes, peak RSS of the simulating process
     basis: str  # the units the events come from, for the message
+    wall: float = 0.0  # seconds of host time
+    sim_seconds: float = 0.0  # simulated seconds (0: not estimated, short)
+    sim_bytes: int = 0  # the simulated program's own buffers (must fit the machine)
 
 
 @dataclass(frozen=True)
@@ -103,6 +182,7 @@ class Limits:
     max_events: int
     max_memory: int
     force: bool = False
+    max_wall: float = DEFAULT_MAX_WALL
 
 
 _override: Limits | None = None
@@ -137,10 +217,12 @@ def limits() -> Limits:
         return _override
     ev = os.environ.get(ENV_EVENTS)
     mem = os.environ.get(ENV_MEMORY)
+    wall = os.environ.get(ENV_WALL)
     return Limits(
         parse_count(f"${ENV_EVENTS}", ev) if ev else DEFAULT_MAX_EVENTS,
         parse_bytes(f"${ENV_MEMORY}", mem) if mem else DEFAULT_MAX_MEMORY,
         os.environ.get(ENV_FORCE, "") not in ("", "0"),
+        parse_count(f"${ENV_WALL}", wall) if wall else DEFAULT_MAX_WALL,
     )
 
 
@@ -153,6 +235,7 @@ def override(max_events: str | None, max_memory: str | None, force: bool) -> Ite
         parse_count("--max-events", max_events) if max_events is not None else base.max_events,
         parse_bytes("--max-memory", max_memory) if max_memory is not None else base.max_memory,
         force or base.force,
+        base.max_wall,
     )
     old, _override = _override, new
     try:
@@ -161,109 +244,241 @@ def override(max_events: str | None, max_memory: str | None, force: bool) -> Ite
         _override = old
 
 
-def _faults(nbytes: int, huge: bool) -> tuple[int, int]:
-    """(4 KiB faults, 2 MiB faults) to populate ``nbytes``."""
-    return (0, -(-nbytes // HPAGE)) if huge else (-(-nbytes // PAGE), 0)
+def _faults(nbytes: int, huge: bool, hugetlb: bool = False) -> tuple[int, int]:
+    """(4 KiB faults, 2 MiB faults) to populate ``nbytes``: hugetlb rounds up to whole 2 MiB pages; THP maps only
+    the whole 2 MiB of a mapping (a 466 KiB one, e.g. 128 MiB over 288 tasks, is all 4 KiB faults)."""
+    if hugetlb:
+        return 0, -(-nbytes // HPAGE)
+    if huge:
+        return -(-(nbytes % HPAGE) // PAGE), nbytes // HPAGE
+    return -(-nbytes // PAGE), 0
 
 
 def _slots(nbytes: int) -> int:
     return -(-nbytes // HPAGE)
 
 
-def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> tuple[int, int, str, int]:
-    """(4 KiB units, 2 MiB faults, what the units are, bytes of model state) for workload ``w`` with resolved
-    params ``p``."""
+@dataclass
+class _Work:
+    small: int = 0  # first units (4 KiB faults, messages, skbs, lock acquisitions, access batches)
+    huge: int = 0  # second units (2 MiB faults; pmbench hinting faults; anon-r-seq tasks)
+    what: str = "page faults"
+    memory: int = 0  # model state bytes beyond the base
+    sim_seconds: float = 0.0  # simulated time when a parameter sets it (pmbench), else 0
+    threads: int = 1  # running at once (the periodic work is per running thread)
+    extra_events: float = 0.0  # events not in units x ratio (pmbench page sampling)
+    extra_wall: float = 0.0  # host seconds not in events x cost (pmbench page sampling)
+    sim_bytes: int = 0  # the simulated program's own buffers
+    wall_basis: str = ""  # what extra_wall is, for the message
+
+
+def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> _Work:
+    """What workload ``w`` with resolved params ``p`` does, from its own loop structure."""
     thp = policies.get("thp") == "always"
     numa = policies.get("numa_balancing", "0") != "0"
     mem_total = int(sum(n.memory_gib for n in machine.nodes) * (1 << 30))
-    small = huge_n = 0
+    out = _Work()
     tables = 0  # 2 MiB slots with a 4 KiB PTE table at peak
-    extra = 0
-    what = "page faults"
     if w == "thp_memscale":
-        huge = p["mapping"] == "hugetlb" or thp
-        s, h = _faults(p["bytes"], huge)
-        small, huge_n = p["threads"] * (s + 1), p["threads"] * h  # +1: the thread's stack
-        tables = 0 if huge else p["threads"] * _slots(p["bytes"])
+        s, h = _faults(p["bytes"], thp, p["mapping"] == "hugetlb")
+        out.small, out.huge = p["threads"] * (s + 1), p["threads"] * h  # +1: the thread's stack
+        tables = p["threads"] * _slots(p["bytes"]) if s else 0
+        out.threads = p["threads"]
     elif w.startswith("vm-scalability/"):
-        from mmsim.workloads.vm_scalability import resolve_nr_task
+        from mmsim.workloads.vm_scalability import RUNTIME_CHECK_WORDS, resolve_nr_task
 
         nr = max(1, resolve_nr_task(str(p["nr_task"]), machine.ncpus))
         hugetlb, cow = w.endswith("-hugetlb"), "-cow-" in w
         total = p["size"] or mem_total // 2
         per = total // (nr + 1 if hugetlb and cow else nr)
         copies = nr + 1 if cow else nr
-        huge = hugetlb or thp
-        s, h = _faults(per, huge)
-        small, huge_n = copies * s, copies * h
-        tables = 0 if huge else copies * _slots(per)
+        s, h = _faults(per, thp, hugetlb)
+        out.small, out.huge = copies * s, copies * h
+        tables = copies * _slots(per) if s else 0
+        out.threads = nr
         if "-r-" in w:  # zero-page read faults (huge zero page: two per 2 MiB), then the tasks
-            small, huge_n, what = copies * (s + 2 * h), copies, "zero-page faults"
+            out.small, out.huge, out.what = copies * (s + 2 * h), copies, "zero-page faults"
+        if "-rand" in w:  # each task's batch of random word indices: int64 draws, int64 pages, bool (17 B/word)
+            out.memory += nr * min(per // 8, RUNTIME_CHECK_WORDS) * 17
     elif w == "will-it-scale/page_fault1":
         s, h = _faults(p["memsize"], thp)
-        small, huge_n = p["nr_task"] * p["loops"] * s, p["nr_task"] * p["loops"] * h
-        tables = 0 if thp else p["nr_task"] * _slots(p["memsize"])
-        extra = p["nr_task"] * (s + h) * OWNED_PAGE_BYTES
+        out.small, out.huge = p["nr_task"] * p["loops"] * s, p["nr_task"] * p["loops"] * h
+        tables = p["nr_task"] * _slots(p["memsize"]) if s else 0
+        out.memory += p["nr_task"] * (s + h) * OWNED_PAGE_BYTES
+        out.threads = p["nr_task"]
     elif w == "pmbench":
-        from mmsim.workloads.pmbench import BATCH, WARMUP_RUNS
-
-        npages = (p["setsize"] << 20) // PAGE
-        # timed accesses: at most one per LLC hit latency (the fastest access there is) plus the -d delay
-        llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
-        timed = p["duration"] * 1e9 / (llc_ns + p["delay"] / machine.freq_ghz)
-        warm = 0 if p["cold"] else WARMUP_RUNS[p["pattern"]] * npages
-        batches = p["jobs"] * (timed + warm) / BATCH
-        # NUMA balancing: task_numa_work makes the set's pages hinting faults once per scan period
-        # (numa_balancing_scan_period_min_ms, default 1000) per thread: second units, 1 event each assumed
-        period_s = int(policies.get("numa_balancing_scan_period_min_ms", "1000")) / 1000 or 1.0
-        passes = int(p["duration"] / period_s)
-        huge_n = p["jobs"] * npages * passes if numa else 0
-        small = int(batches + npages)
-        if p.get("initialize"):
-            # -i: a write fault per page of the map, ~5.5 events each (measured: 1,453,813 events for 262,663
-            # faults, a 1 GiB linear fill on cascadelake-optane-2s) = 5.5 / 0.06 first units
-            small += int((p["mapsize"] << 20) // PAGE * 5.5 / EVENTS_PER_UNIT["pmbench"][0])
+        _pmbench(p, machine, policies, numa, out)
         tables = _slots(p["mapsize"] << 20)
-        extra = npages * (PAGE // 64) * PMBENCH_LINE_BYTES + tables * NUMA_TABLE_BYTES
-        what = "access batches and page faults"
     elif w == "lmbench/bw_unix":
-        small = p["pairs"] * (p["warmup"] + p["repetitions"]) * -(-p["bytes"] // p["msg"])
-        what = "messages"
+        from mmsim.net.af_unix import SK_WMEM_DEFAULT, UNIX_SKB_FRAGS_SZ
+        from mmsim.net.skbuff import SKB_MAX_HEAD0
+
+        # unix_stream_sendmsg: a write() of msg bytes goes out as skbs of at most this much payload
+        skb = max(1, min(p["msg"], (SK_WMEM_DEFAULT >> 1) - 64, SKB_MAX_HEAD0 + UNIX_SKB_FRAGS_SZ))
+        writes = -(-p["bytes"] // p["msg"])  # bw_unix.c rounds the total up to whole writes
+        out.small = p["pairs"] * (p["warmup"] + p["repetitions"]) * writes * -(-p["msg"] // skb)
+        out.what = "skbs"
+        out.threads = 2 * p["pairs"]
+        out.sim_bytes = BW_UNIX_BUFFERS * p["pairs"] * p["msg"]
     elif w == "lockstress":
-        small = p["tasks"] * p["iterations"]
-        what = "lock acquisitions"
+        out.small = p["tasks"] * p["iterations"]
+        out.what = "lock acquisitions"
+        out.threads = p["tasks"]
     else:  # a workload without a model
-        small = 1
-        what = "runs (no model for this workload)"
-    memory = tables * (PTE_TABLE_BYTES + (NUMA_TABLE_BYTES if numa else 0)) + extra
-    return int(small), int(huge_n), what, int(memory)
+        out.small = 1
+        out.what = "runs (no model for this workload)"
+    out.memory += tables * (PTE_TABLE_BYTES + (NUMA_TABLE_BYTES if numa else 0))
+    return out
 
 
-def estimate(workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str]) -> Estimate:
-    """Events and peak host memory of one run, from its resolved parameters (cheap: no System is built)."""
-    small, huge, what, mem = _work(workload, params, machine, policies)
+def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bool, out: _Work) -> None:
+    """pmbench: each of ``jobs`` threads runs its warm-up (WARMUP_RUNS x pages accesses, unless cold) then
+    accesses until ``duration``, at (rdtscp pair + loop + pattern + ``delay``) cycles + at least the LLC
+    latency per access, in batches of BATCH (the last one can overrun the end: measured 5,120 accesses of 1000 s
+    for a warm 256-page set, 1 for a cold one); ``sampling=page`` instead
+    draws every page of the set once per chunk (200 ms, or one tick with several threads or NUMA balancing)."""
+    from mmsim.workloads.pmbench import (
+        BATCH,
+        CHUNK_MAX_NS,
+        HISTO_LOOP_CYC,
+        PATTERN_CYC,
+        RDTSCP_PAIR_CYC,
+        TICK_NS,
+        WARMUP_RUNS,
+    )
+
+    npages = (p["setsize"] << 20) // PAGE
+    llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
+    access_ns = (RDTSCP_PAIR_CYC + HISTO_LOOP_CYC + PATTERN_CYC[p["pattern"]] + p["delay"]) / machine.freq_ghz
+    access_ns += llc_ns  # the fastest an access can be: every reference an LLC hit
+    warm = 0 if p["cold"] else WARMUP_RUNS[p["pattern"]] * npages
+    paged = p.get("sampling") == "page"
+    # the access that crosses the end completes its batch: a whole BATCH once the set is present (after the
+    # warm-up), one access when it faults (cold: the batch stops at the first access that needs the kernel)
+    overrun = 1 if paged or p["cold"] else BATCH
+    timed_ns = max(p["duration"] * 1e9, overrun * access_ns)
+    sim_ns = warm * access_ns + timed_ns
+    out.sim_seconds = sim_ns / 1e9
+    out.threads = p["jobs"]
+    timed = timed_ns / access_ns
+    if paged:
+        chunk_ns = TICK_NS if p["jobs"] > 1 or numa else CHUNK_MAX_NS
+        chunks = p["jobs"] * (sim_ns / chunk_ns + 1)
+        out.extra_events = PAGED_FIXED_EVENTS + PAGED_EVENTS_PER_CHUNK * chunks
+        per_chunk_us = (PAGED_US_PER_PAGE * min(npages, PAGED_PAGES_KNEE)
+                        + PAGED_US_PER_PAGE_BEYOND * max(0, npages - PAGED_PAGES_KNEE))
+        out.extra_wall = chunks * per_chunk_us / 1e6
+        out.wall_basis = f"; page sampling: {chunks:,.0f} chunks of {npages:,} pages x {per_chunk_us / 1e3:.3g} ms"
+        batches = 0.0
+    else:
+        batches = p["jobs"] * (timed + warm) / BATCH
+    # NUMA balancing: task_numa_work makes the set's pages hinting faults once per scan period
+    # (numa_balancing_scan_period_min_ms, default 1000) per thread: second units, 1 event each assumed
+    period_s = int(policies.get("numa_balancing_scan_period_min_ms", "1000")) / 1000 or 1.0
+    passes = int(p["duration"] / period_s)
+    out.huge = p["jobs"] * npages * passes if numa else 0
+    s, h = _faults(p["setsize"] << 20, policies.get("thp") == "always")
+    out.small = int(batches)
+    out.extra_events += s * PMBENCH_FAULT_EVENTS[0] + h * PMBENCH_FAULT_EVENTS[1]  # the set's first touches
+    if p.get("initialize"):
+        # -i: a write fault per page of the map, ~5.5 events each (measured: 1,453,813 events for 262,663
+        # faults, a 1 GiB linear fill on cascadelake-optane-2s)
+        out.extra_events += (p["mapsize"] << 20) // PAGE * PMBENCH_FAULT_EVENTS[0]
+    per_page = PAGED_BYTES_PER_PAGE if paged else (PAGE // 64) * PMBENCH_LINE_BYTES
+    out.memory += npages * per_page + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
+    out.what = "access batches and page faults"
+
+
+def estimate(
+    workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str], exact: bool = False
+) -> Estimate:
+    """Events, peak host memory and wall time of one run, from its resolved parameters (cheap: no System).
+    The events are those of event-by-event (``exact``) simulation; the wall time is that of the mode asked
+    for (fast mode skips most of a steady 4 KiB stretch: :data:`FAST_4K_EVENT_SHARE`)."""
+    wk = _work(workload, params, machine, policies)
     ks, kh = EVENTS_PER_UNIT.get(workload, DEFAULT_EVENTS_PER_UNIT)
     second = SECOND_UNIT.get(workload, "2 MiB faults")
-    basis = f"{small:,} {what} x {ks:g} events" + (f" + {huge:,} {second} x {kh:g}" if huge else "")
-    return Estimate(int(small * ks + huge * kh), BASE_RSS + PER_CPU_BYTES * machine.ncpus + mem, basis)
+    basis = f"{wk.small:,} {wk.what} x {ks:g} events" + (f" + {wk.huge:,} {second} x {kh:g}" if wk.huge else "")
+    events = wk.small * ks + wk.huge * kh + wk.extra_events
+    memory = BASE_RSS + PER_CPU_BYTES * machine.ncpus + wk.memory
+    if wk.sim_seconds > 1.0:  # the periodic work over long simulated times
+        ticks = wk.threads * wk.sim_seconds
+        events += ticks * TICK_EVENTS_PER_S
+        memory += int(ticks * TICK_BYTES_PER_S)
+        basis += f" + {wk.sim_seconds:.3g} simulated s x {wk.threads} threads x {TICK_EVENTS_PER_S:g}"
+    if wk.extra_events:
+        basis += f" + {wk.extra_events:,.0f} events of first touches and page sampling"
+    share = 1.0 if exact else FAST_4K_EVENT_SHARE.get(workload, 1.0)
+    unit_events = wk.small * ks * share + wk.huge * kh
+    wall = (WALL_FIXED_S + unit_events * WALL_US_PER_EVENT.get(workload, max(WALL_US_PER_EVENT.values())) / 1e6
+            + (events - wk.small * ks - wk.huge * kh) * OTHER_EVENT_US / 1e6 + wk.extra_wall)
+    return Estimate(_to_int(events), _to_int(memory), basis + wk.wall_basis, wall, wk.sim_seconds, wk.sim_bytes)
+
+
+def _to_int(x: float) -> int:
+    return int(x) if math.isfinite(x) and x < 1e30 else 10**30
 
 
 def _fmt_bytes(n: int) -> str:
+    if n >= 1 << 40:
+        return f"{n / (1 << 40):.3g} TiB"
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
-def check(workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str]) -> Estimate:
-    """Refuse (UserError) a run whose estimate exceeds the limits in force, unless forced."""
-    est = estimate(workload, params, machine, policies)
+FORCE_HINT = "--force to run anyway"
+# freq_ghz outside this is not a CPU (the estimates divide cycles by it); also refused by machine YAML loading
+FREQ_GHZ_RANGE = (0.1, 10.0)
+
+
+def check(
+    workload: str, params: dict[str, Any], machine: Any, policies: dict[str, str], exact: bool = False
+) -> Estimate:
+    """Refuse (UserError) a run whose estimate exceeds the limits in force, unless forced. The wall-time
+    limit does not apply to ``exact`` runs: asking for event by event is asking for the time it takes."""
+    lo, hi = FREQ_GHZ_RANGE
+    if not lo <= machine.freq_ghz <= hi:
+        raise UserError(f"machine {machine.name}: freq_ghz", machine.freq_ghz, f"a number from {lo:g} to {hi:g}")
+    est = estimate(workload, params, machine, policies, exact)
+    mem_total = int(sum(n.memory_gib for n in machine.nodes) * (1 << 30))
+    if est.sim_bytes > mem_total:
+        raise UserError("simulated memory", _fmt_bytes(est.sim_bytes),
+                        f"at most {_fmt_bytes(mem_total)}, the memory of {machine.name} (the run's own buffers)")
     lim = limits()
     if lim.force:
         return est
+    why = f"; estimated from {est.basis}"
+    if est.sim_seconds > MAX_SIM_SECONDS:
+        raise UserError("estimated simulated time", f"{est.sim_seconds:.3g} s",
+                        f"at most {MAX_SIM_SECONDS:g} s (a day of machine time; {FORCE_HINT}){why}")
     if est.events > lim.max_events:
-        raise UserError(
-            "estimated events", f"{est.events:.3g} ({est.basis})",
-            f"at most {lim.max_events:.3g} (--max-events N or ${ENV_EVENTS}; --force to run anyway)")
+        raise UserError("estimated events", f"{est.events:.3g}",
+                        f"at most {lim.max_events:.3g} (--max-events N or ${ENV_EVENTS}; {FORCE_HINT}){why}")
     if est.memory > lim.max_memory:
         raise UserError(
             "estimated memory", _fmt_bytes(est.memory),
-            f"at most {_fmt_bytes(lim.max_memory)} (--max-memory SIZE or ${ENV_MEMORY}; --force to run anyway)")
+            f"at most {_fmt_bytes(lim.max_memory)} (--max-memory SIZE or ${ENV_MEMORY}; {FORCE_HINT})")
+    if not exact and est.wall > lim.max_wall:
+        raise UserError("estimated wall time", f"{est.wall:.3g} s",
+                        f"at most {lim.max_wall:g} s of CPU time (${ENV_WALL}=SECONDS; {FORCE_HINT}; "
+                        f"--exact runs event by event on purpose, without this limit){why}")
     return est
+
+
+def check_grid(n_runs: int, what: str) -> None:
+    """Before a sweep/compare/bisect builds its specs: the results of ``n_runs`` runs, which the command holds
+    in memory, must fit ``--max-memory`` (a grid of 10^11 runs is refused at once, not after building 10^11
+    specs)."""
+    lim = limits()
+    held = n_runs * HELD_RUN_BYTES
+    if not lim.force and held + BASE_RSS > lim.max_memory:
+        raise UserError("estimated memory", _fmt_bytes(held),
+                        f"at most {_fmt_bytes(lim.max_memory)} (--max-memory SIZE or ${ENV_MEMORY}; {FORCE_HINT}); "
+                        f"{n_runs:.3g} runs of {what} x {HELD_RUN_BYTES >> 10} KiB of results held")
+
+
+def grid_size(*axes: Iterable[Any] | int) -> int:
+    """The number of points of a cartesian grid, from each axis's length (or a count), without building it."""
+    n = 1
+    for a in axes:
+        n *= a if isinstance(a, int) else len(list(a))
+    return n

@@ -9,8 +9,11 @@ band is reported as it is (``ok: false``), never adjusted.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
@@ -58,6 +61,30 @@ def _band_json(band: tuple[float, float] | None) -> list[float | None] | None:
     return [b if abs(b) != float("inf") else None for b in band]
 
 
+SENSITIVITY = Path(__file__).with_name("sensitivity.json")  # written by benchmarks/primitives_sensitivity.py
+
+
+@functools.cache
+def _sensitivity() -> dict[str, Any]:
+    try:
+        d: dict[str, Any] = json.loads(SENSITIVITY.read_text(encoding="utf-8"))
+        return d
+    except (OSError, ValueError):
+        return {}
+
+
+def fragility(exp_id: str, c: Check) -> dict[str, Any]:
+    """From the committed sensitivity table (nothing is simulated here): ``fragile`` = an in-band
+    result leaves its band when one unsourced estimate is scaled by 0.5 or 1.5, with the constants
+    that do it in ``fragile_constants``; for a result outside its band, ``fragile`` is None and
+    ``fragile_constants`` lists the changes that would bring it in. None also when not swept."""
+    e = _sensitivity().get(exp_id)
+    if c.kind != "band" or c.band is None or e is None or c.metric not in e.get("flips", {}):
+        return {"fragile": None, "fragile_constants": []}
+    flips = list(e["flips"][c.metric])
+    return {"fragile": bool(flips) if c.ok else None, "fragile_constants": flips}
+
+
 @dataclass
 class Outcome:
     id: str
@@ -78,7 +105,7 @@ class Outcome:
             "simulated": {c.metric: c.simulated for c in self.checks},
             "bands": {c.metric: _band_json(c.band) or "informational" for c in self.checks},
             "ok": self.ok,
-            "checks": [c.to_dict() for c in self.checks],
+            "checks": [{**c.to_dict(), **fragility(self.id, c)} for c in self.checks],
             "arms": {k: _arm_summary(r) for k, r in self.arms.items()},
             "notes": self.notes,
         }
@@ -125,10 +152,26 @@ def _load() -> None:
         importlib.import_module(f"mmsim.experiments.{m}")
 
 
-def reproduce(ids: list[str] | None = None, seed: int = 0, store: Store | None = None,
-              progress: ProgressHook | None = None) -> list[Outcome]:
-    """Run both arms of each named experiment (all when ``ids`` is empty); each arm's run is put
-    into ``store`` when given, and ``progress`` hears each arm's start and end."""
+def reproduce(
+    ids: list[str] | None = None,
+    seed: int = 0,
+    store: Store | None = None,
+    progress: ProgressHook | None = None,
+    exact: bool = False,
+    workers: int | None = None,
+) -> list[Outcome]:
+    """Run every arm of each named experiment (all when ``ids`` is empty); each arm's run is put
+    into ``store`` when given, and ``progress`` hears each arm's start and end.
+
+    The arms of all experiments go to one process pool (``workers``
+    processes, default: the CPUs this process may use; 1 = in this process,
+    in order), longest first. A run depends only on its spec and seed, so the
+    results are the same on any number of workers. ``exact``: every operation
+    an event (no fast-forward, :mod:`mmsim.metrics.sampling`). On a pool, an
+    arm "starts" when a worker is free for it (the pool takes the queue in
+    order).
+    """
+    from mmsim.experiments import executors
     from mmsim.progress import ProgressEvent
 
     _load()
@@ -136,22 +179,64 @@ def reproduce(ids: list[str] | None = None, seed: int = 0, store: Store | None =
     for n in names:
         if n not in EXPERIMENTS:
             raise UserError("experiment", n, sorted(EXPERIMENTS))
-    total = sum(len(EXPERIMENTS[n].arms) for n in names)
+    jobs: list[tuple[str, str, RunSpec]] = []
+    for n in names:
+        for arm, spec in EXPERIMENTS[n].arms.items():
+            jobs.append((n, arm, RunSpec(**{**spec.__dict__, "seed": seed, "exact": exact})))
+    # validate and apply the guard to every arm before any runs
+    canon = [executors.canonical(spec) for _, _, spec in jobs]
+    # longest first (the pool's makespan); the order of the results does not depend on it
+    order = sorted(range(len(jobs)), key=lambda j: (-_weight(jobs[j][0]), j))
+    total = len(jobs)
     done = 0
+
+    def started(j: int) -> None:
+        if progress:
+            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "start", done, total))
+
+    def ended(j: int, r: RunResult) -> None:
+        nonlocal done
+        record(store, [(jobs[j][2], r.to_dict())], [canon[j]])
+        done += 1
+        if progress:
+            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "end", done, total,
+                                   float(r.sim["wall_seconds"])))
+
+    results: dict[int, RunResult] = {}
+    n_workers = min(workers if workers is not None else executors._ncpus(), total)
+    if n_workers <= 1:
+        for j in order:
+            started(j)
+            results[j] = run(jobs[j][2], guard=False)
+            ended(j, results[j])
+    else:
+        for j in order[:n_workers]:
+            started(j)
+        queued = iter(order[n_workers:])
+        specs = [jobs[j][2] for j in order]
+        for k, d in executors.execute(specs, "process", workers=n_workers):
+            j = order[k]
+            results[j] = RunResult(**d)
+            ended(j, results[j])
+            nxt = next(queued, None)
+            if nxt is not None:
+                started(nxt)
     out = []
+    j = 0
     for n in names:
         e = EXPERIMENTS[n]
         res = {}
-        for arm, spec in e.arms.items():
-            s = RunSpec(**{**spec.__dict__, "seed": seed})
-            if progress:
-                progress(ProgressEvent(f"reproduce {n}", arm, "start", done, total))
-            res[arm] = run(s)
-            record(store, [(s, res[arm].to_dict())])
-            done += 1
-            if progress:
-                progress(ProgressEvent(f"reproduce {n}", arm, "end", done, total,
-                                       float(res[arm].sim["wall_seconds"])))
+        for arm in e.arms:
+            res[arm] = results[j]
+            j += 1
         checks, notes = e.evaluate(res)
         out.append(Outcome(e.id, e.title, checks, res, notes))
     return out
+
+
+# Host seconds per arm (quiet 2-core VM, 2026-12-01), only to order the pool's queue.
+_WEIGHTS = {"split-pmd-ptl": 15.0, "clear-order": 3.0, "hugetlb-rwsem": 3.3, "autonuma-scan": 3.2, "pcp-free-high": 1.0}
+
+
+def _weight(exp: str) -> float:
+    return _WEIGHTS.get(exp, 1.0)

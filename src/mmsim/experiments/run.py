@@ -34,6 +34,37 @@ class RunSpec:
     policies: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    # event by event throughout; False lets a workload fast-forward its steady state (metrics/sampling.py)
+    exact: bool = False
+    noise: bool = False  # run-to-run variation from modelled sources (:func:`apply_noise`), seeded
+
+
+#: The noise sources :func:`apply_noise` models (``RunResult.sim["noise"]``, part of the store key).
+NOISE_SOURCES = "start-skew"
+
+
+def apply_noise(system: System) -> None:
+    """Run-to-run variation from its mechanism, drawn from the run's seed (``--noise``).
+
+    *Start skew*: a benchmark's tasks do not start at one instant; each is
+    woken (a fork's child, a barrier's waiter) with its own wake-up latency.
+    Every task spawned at set-up is delayed by an exponential draw with mean
+    the machine's ``wakeup_ns`` (the sourced cost of a wake-up, `machine
+    show`); estimate: plausible mean 0.5-5 x ``wakeup_ns`` (wake-up latency
+    tails). The interleaving that follows — who gets the lock first, which
+    line transfers are remote — then differs per seed, and with it every
+    counter. Nothing is added to the outputs. Timer/IRQ arrivals and memory
+    placement are not modelled yet.
+    """
+    sched = system.sched
+    spawn = sched.spawn
+    rng = system.engine.rng.stream("noise:start-skew")
+    mean = float(system.machine.cost.wakeup_ns)
+
+    def skewed(task: Any, gen: Any, delay: int = 0) -> None:
+        spawn(task, gen, delay + round(rng.exponential(mean)))
+
+    sched.spawn = skewed  # type: ignore[method-assign]  # only the tasks the workload's set-up spawns
 
 
 @dataclass
@@ -52,9 +83,10 @@ class RunResult:
     policies: dict[str, str]
     command: str = ""
     mode: str = "sim"
+    noise: str = ""  # the noise sources of a --noise run, else ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "workload": self.workload,
             "machine": self.machine,
             "kernel": self.kernel,
@@ -70,6 +102,9 @@ class RunResult:
             "policies": self.policies,
             "command": self.command,
         }
+        if self.noise:
+            d["noise"] = self.noise
+        return d
 
     def to_frame(self) -> pd.DataFrame:
         """One row: workload, machine, kernel, seed, each parameter (``param.NAME``), each policy
@@ -96,9 +131,13 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     machine = _machine.get_machine(spec.machine)
     kernel = resolve_kernel(spec.kernel, spec.patches, spec.policies)  # BASE+PATCH+... allowed
     if guard:
-        _guard.check(w.name, params, machine, kernel.policies)
-    system = System(machine, kernel, spec.seed)
+        _guard.check(w.name, params, machine, kernel.policies, spec.exact)
+    system = System(machine, kernel, spec.seed, exact=spec.exact)
+    if spec.noise:
+        apply_noise(system)
     w.setup(system, params)
+    if spec.noise:
+        del system.sched.spawn  # tasks spawned while running (forks, kworkers) start as before
     t0 = time.perf_counter()
     system.engine.run()
     wall = time.perf_counter() - t0
@@ -211,7 +250,9 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         vmstat=vm,
         profile=profile,
         locks=locks,
-        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9},
+        sim={"events": system.engine.events, "wall_seconds": round(wall, 4), "simulated_seconds": elapsed_ns / 1e9,
+             **(system.fast_forward.report() if system.fast_forward is not None else {})},
         policies=dict(sorted(system.kernel.policies.items())),
         command=w.command(params),
+        noise=NOISE_SOURCES if spec.noise else "",
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mmsim.errors import UserError
-from mmsim.experiments import stats
+from mmsim.experiments import guard, stats
 from mmsim.experiments.executors import Progress, parse_kernel, run_many
 from mmsim.experiments.run import RunSpec
 from mmsim.results.store import Store, flat_metrics
@@ -117,12 +117,15 @@ def sweep(
     store: Store | None = None,
     fresh: bool = False,
     progress: Progress | None = None,
+    noise: bool = False,
 ) -> Sweep:
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
     grid = parse_grid(params)
     kernels = list(kernels or ["v3.13"])
     machines = list(machines or ["tiny"])
+    # the whole grid (points x repeats) against the limits before a single spec is built
+    guard.check_grid(guard.grid_size(machines, kernels, *grid.values(), runs), f"sweep {workload}")
     names = list(grid)
     combos = list(itertools.product(machines, kernels, itertools.product(*(grid[n] for n in names))))
     specs = []
@@ -130,7 +133,7 @@ def sweep(
         base, patches = parse_kernel(k)
         for i in range(runs):
             point = dict(zip(names, values, strict=True))
-            specs.append(RunSpec(workload, m, base, patches, dict(policies or {}), point, seed + i))
+            specs.append(RunSpec(workload, m, base, patches, dict(policies or {}), point, seed + i, noise=noise))
     results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress)
     points = []
     for j, (_m, _k, values) in enumerate(combos):

@@ -1,30 +1,101 @@
-"""Sleeping locks: the read-write semaphore and the mutex.
+"""Sleeping locks: the read-write semaphore and the mutex, by kernel version.
 
-``RwSem`` models ``lib/rwsem-xadd.c`` (v3.x–v4.x) / ``kernel/locking/rwsem.c``:
+``RwSem`` models ``lib/rwsem-xadd.c`` (v3.x–v4.x) and ``kernel/locking/rwsem.c``
+(v5.3+; the v5.3..v5.10 behaviour was read in v5.4.286's rwsem.c, tree
+KINGFIOX/linux-5.4.286, which has v5.7's rwsem). What changed between kernels
+is an :class:`RwsemPolicy`, set from the kernel catalogue by the lock's user:
 
 * every ``down_read``/``up_read``/``down_write``/``up_write`` is a locked
-  RMW of ``sem->count``, i.e. an atomic on a shared cache line
-  (:class:`~mmsim.locks.base.CacheLine`): with hundreds of CPUs taking the
-  read side, the line transfers *are* the cost;
-* readers enter while no writer holds or waits (a queued writer blocks new
-  readers, as ``rwsem_down_read_failed`` queues behind it);
-* a contended writer optimistically spins while the lock is held by a
-  running writer (``rwsem_optimistic_spin``, v3.16+, policy
-  ``spin_on_owner``), otherwise sleeps (``schedule()``);
-* release wakes the waiter at the head: a writer, or every reader queued
-  before the next writer (``__rwsem_do_wake`` with ``RWSEM_WAKE_ANY``).
+  RMW of ``sem->count``, an atomic on a shared cache line
+  (:class:`~mmsim.locks.base.CacheLine`);
+* fast paths: a reader enters while no writer holds it, nobody is queued and
+  no hand-off is pending (``rwsem_read_trylock``: ``RWSEM_READ_FAILED_MASK``);
+  a writer while the count is 0;
+* ``spin_on_owner`` (4fc828e24cd9, v3.16, ``rwsem_optimistic_spin``): a
+  contended writer spins (on the OSQ, one spinner polling the owner, the rest
+  on their own MCS node) while a running writer owns the sem, and takes it on
+  release *ahead of the sleeping waiters* (``rwsem_try_write_lock_unqueued``
+  ignores the waiters bit); otherwise it sleeps;
+* ``writer_spin_on_readers`` (7d43f1ce9dd0, v5.3): a writer also spins on a
+  reader-owned sem, for ``rwsem_rspin_threshold`` = (10 + readers/2) µs, at
+  most 25 µs; past it the sem is marked non-spinnable and it sleeps;
+* ``reader_spin`` (cf69482d62d9, v5.3; removed by 617f3ef95177, v5.11): a
+  contended reader spins on a running writer owner and, on a reader-owned sem
+  with no hand-off pending, takes the lock at once although writers are
+  queued (``rwsem_try_read_lock_unqueued``: reader lock stealing);
+* ``reader_spin_adaptive`` (5cfd92e12e13, v5.3, "Adaptive disabling of
+  reader optimistic spinning"): a writer whose spin on a reader-owned sem
+  timed out sets ``RWSEM_RD_NONSPINNABLE`` as well; while it is set readers
+  neither spin nor steal, they queue. A sleeper that saw the bits at slowpath
+  entry sets it again when it gets the lock; a writer that gets the lock by
+  the fast path or by spinning clears it (``rwsem_set_owner``);
+* ``reader_steal`` (1a728dff855a, v5.11, with the removal above): a reader in
+  the slowpath still takes a sem that no writer holds and no hand-off
+  protects, without spinning (``rwsem_down_read_slowpath``);
+* ``handoff`` (4f23dbc1e657, v5.3): once the first waiter has waited
+  ``RWSEM_WAIT_TIMEOUT`` (4 ms), ``RWSEM_FLAG_HANDOFF`` stops spinners and
+  fast-path lockers from stealing; the next release goes to that waiter;
+* ``wake_all`` (d3681e269fff, v5.3, ``rwsem_mark_wake``): a release that
+  wakes readers wakes every queued reader up to ``MAX_READERS_WAKEUP``, not
+  only those queued before the first writer.
 
-``Mutex`` (``kernel/locking/mutex.c``) is the write side only, with
-``mutex_spin_on_owner`` optimistic spinning (v2.6.30+).
+``Mutex`` (``kernel/locking/mutex.c``) is the write side only with a
+:class:`MutexPolicy`: ``osq`` (fb0527bd5ea9, v3.15: every optimistic spinner
+queues on the cancelable MCS lock and spins while the owner runs; off: one
+spinner at a time, the others sleep) and ``handoff`` (9d659ae14b54, v4.10:
+a woken first waiter that lost the lock to a spinner sets
+``MUTEX_FLAG_HANDOFF`` and the next unlock hands the lock to it).
+
+lock_stat: the class's entry holds both sides, and ``read``/``write`` each
+side (``/proc/lock_stat``'s ``-R`` and ``-W`` lines).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from mmsim.engine.core import PARK, Task
 from mmsim.locks.base import CacheLine, LockContext
+from mmsim.metrics.counters import LockStat
+
+MAX_READERS_WAKEUP = 0x100  # kernel/locking/rwsem.c (v5.3+)
+RWSEM_WAIT_TIMEOUT_NS = 4_000_000  # DIV_ROUND_UP(HZ, 250) jiffies = 4 ms at HZ 250 or 1000
+
+
+def rspin_threshold_ns(readers: int) -> int:
+    """``rwsem_rspin_threshold`` (v5.3): (20 + min(readers, 30)) µs / 2."""
+    return (20 + min(readers, 30)) * 1000 // 2
+
+
+@dataclass(frozen=True)
+class RwsemPolicy:
+    spin_on_owner: bool = False
+    writer_spin_on_readers: bool = False
+    reader_spin: bool = False
+    handoff: bool = False
+    wake_all: bool = False
+    reader_steal: bool = False
+    reader_spin_adaptive: bool = False
+
+
+@dataclass(frozen=True)
+class MutexPolicy:
+    osq: bool = False
+    handoff: bool = False
+
+
+class _Waiter:
+    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin")
+
+    def __init__(self, task: Task, write: bool, since: int, spinning: bool) -> None:
+        self.task = task
+        self.write = write
+        self.since = since
+        self.spinning = spinning
+        self.woken = False  # a mutex waiter woken once that lost the lock (handoff)
+        self.saw_nonspin = False  # non-spinnable bits seen at slowpath entry (5cfd92e12e13)
 
 
 class RwSem:
@@ -35,25 +106,33 @@ class RwSem:
 
     def __init__(
         self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
-        line: CacheLine | None = None,
+        line: CacheLine | None = None, policy: RwsemPolicy | None = None,
     ) -> None:
         self.ctx = ctx
         self.name = name
         self.stat = ctx.stat(name, self._kind)
+        st = self.stat
+        if st.read is None:
+            st.read = LockStat(name, self._kind, instances=0)
+            st.write = LockStat(name, self._kind, instances=0)
+        assert st.read is not None and st.write is not None
+        self._rst: LockStat = st.read
+        self._wst: LockStat = st.write
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
+        self.policy = policy if policy is not None else RwsemPolicy(spin_on_owner=spin_on_owner)
         self.readers = 0
         self.writer: Task | None = None
-        self.writer_spinning = False
-        # (task, is_write, since, spinning)
-        self.waitq: deque[tuple[Task, bool, int, bool]] = deque()
-        self.spin_on_owner = spin_on_owner
+        self.waitq: deque[_Waiter] = deque()  # sleeping waiters, FIFO
+        self.osq: deque[_Waiter] = deque()  # optimistic spinners, OSQ order
+        self.handoff = False
+        self.nonspinnable = False  # RWSEM_WR_NONSPINNABLE after a reader-owned spin timed out
+        self.rd_nonspinnable = False  # RWSEM_RD_NONSPINNABLE (5cfd92e12e13): readers may not spin
+        self.last_cpu = -1
         self._read_since: dict[int, int] = {}
         self._write_since = 0
-        st = self.stat
-        st.extra.setdefault("read_acquisitions", 0)
-        st.extra.setdefault("read_contentions", 0)
-        st.extra.setdefault("sleeps", 0)
-        st.extra.setdefault("line_wait_ns", 0)
+        for k in ("read_acquisitions", "read_contentions", "sleeps", "line_wait_ns", "steals", "handoffs",
+                  "spin_timeouts"):
+            st.extra.setdefault(k, 0)
 
     # -- helpers -------------------------------------------------------------
     def _line_rmw(self, task: Task) -> int:
@@ -67,117 +146,260 @@ class RwSem:
     def _atomic(self, task: Task, func: str) -> int:
         return self.ctx.counters.busy(task.cpu, func, self._line_rmw(task))
 
-    def _hold_end(self, since: int) -> None:
+    def _note_acquire(self, cpu: int, write: bool) -> None:
+        self.stat.note_acquire(cpu, self.last_cpu)
+        (self._wst if write else self._rst).note_acquire(cpu, self.last_cpu)
+        if not write:
+            self.stat.extra["read_acquisitions"] += 1
+
+    def _note_contention(self, cpu: int, write: bool) -> None:
+        self.stat.note_contention(cpu, self.last_cpu)
+        (self._wst if write else self._rst).note_contention(cpu, self.last_cpu)
+        if not write:
+            self.stat.extra["read_contentions"] += 1
+
+    def _hold_end(self, since: int, write: bool) -> None:
         hold = self.ctx.engine.now - since
-        st = self.stat
-        st.hold_ns_total += hold
-        if hold > st.hold_ns_max:
-            st.hold_ns_max = hold
+        self.stat.note_hold(hold)
+        (self._wst if write else self._rst).note_hold(hold)
 
-    def _wait(self, task: Task, is_write: bool) -> Any:
-        st = self.stat
-        st.contentions += 1
-        if not is_write:
-            st.extra["read_contentions"] += 1
-        spin = (
-            is_write
-            and self.spin_on_owner
-            and self.writer is not None
-            and self.ctx.sched.cpus[self.writer.cpu].current is self.writer  # owner on CPU
-            and self.readers == 0
-            and not self.waitq
-        )
-        self.waitq.append((task, is_write, self.ctx.engine.now, spin))
-        if spin:
-            return PARK  # spinning: keeps its CPU
-        st.extra["sleeps"] += 1
-        return self.ctx.sched.sleep(task)
+    def _owner_running(self) -> bool:
+        w = self.writer
+        return w is not None and self.ctx.sched.cpus[w.cpu].current is w
 
-    def _grant(self, task: Task, is_write: bool, since: int, spinning: bool, delay: int) -> None:
-        now = self.ctx.engine.now
-        wait = now + delay - since
-        st = self.stat
-        st.wait_ns_total += wait
-        if wait > st.wait_ns_max:
-            st.wait_ns_max = wait
-        if is_write:
+    def _take(self, task: Task, write: bool, at: int) -> None:
+        if write:
             self.writer = task
-            self._write_since = now + delay
+            self._write_since = at
+            self.nonspinnable = False  # rwsem_set_owner(): owner = current, flags cleared
+            self.rd_nonspinnable = False
         else:
             self.readers += 1
-            self._read_since[task.tid] = now + delay
-        if spinning:
-            self.ctx.counters.busy(task.cpu, self._f_spin, wait)
-            self.ctx.engine.wake(task, delay)
+            self._read_since[task.tid] = at
+        self.last_cpu = task.cpu
+
+    def _grant(self, w: _Waiter, delay: int) -> None:
+        now = self.ctx.engine.now
+        wait = now + delay - w.since
+        self.stat.note_wait(wait)
+        (self._wst if w.write else self._rst).note_wait(wait)
+        self._take(w.task, w.write, now + delay)
+        if w.saw_nonspin and not w.spinning and self.policy.reader_spin_adaptive:
+            # rwsem_disable_reader_optspin() / rwsem_mark_wake(): a sleeper that saw the
+            # non-spinnable bits at slowpath entry sets the reader one on acquiring
+            self.rd_nonspinnable = True
+        if w.spinning:
+            self.ctx.counters.busy(w.task.cpu, self._f_spin, wait)
+            self.ctx.engine.wake(w.task, delay)
         else:
-            self.ctx.sched.wake_up(task)
+            self.ctx.sched.wake_up(w.task)
+
+    def _sleep(self, task: Task, write: bool, since: int) -> Any:
+        self.stat.extra["sleeps"] += 1
+        w = _Waiter(task, write, since, False)
+        w.saw_nonspin = self.rd_nonspinnable or (write and self.nonspinnable)
+        self.waitq.append(w)
+        return self.ctx.sched.sleep(task)
+
+    def _spin(self, task: Task, write: bool, since: int) -> Any:
+        w = _Waiter(task, write, since, True)
+        self.osq.append(w)
+        if write and self.policy.writer_spin_on_readers and self.writer is None and self.readers:
+            self._arm_rspin(w)
+        return PARK  # spinning: keeps its CPU
+
+    def _arm_rspin(self, w: _Waiter) -> None:
+        now = self.ctx.engine.now
+        self.ctx.engine.call_at(now + rspin_threshold_ns(self.readers), self._rspin_timeout, (w, self.readers))
+
+    def _rspin_timeout(self, arg: tuple[_Waiter, int]) -> None:
+        """A writer spinning on a reader-owned sem gives up: non-spinnable, sleep."""
+        w, _ = arg
+        if w not in self.osq or self.writer is not None or not self.readers:
+            return
+        self.osq.remove(w)
+        self.nonspinnable = True  # rwsem_set_nonspinnable(): both bits
+        if self.policy.reader_spin_adaptive:
+            self.rd_nonspinnable = True
+        w.saw_nonspin = True
+        self.stat.extra["spin_timeouts"] += 1
+        self.ctx.counters.busy(w.task.cpu, self._f_spin, self.ctx.engine.now - w.since)
+        self.stat.extra["sleeps"] += 1
+        w.spinning = False
+        self.waitq.append(w)
+        self.ctx.sched.sleep(w.task)
+
+    def _check_handoff(self) -> None:
+        if self.policy.handoff and not self.handoff and self.waitq:
+            if self.ctx.engine.now - self.waitq[0].since >= RWSEM_WAIT_TIMEOUT_NS:
+                self.handoff = True
+                self.stat.extra["handoffs"] += 1
+
+    def _wake_readers(self) -> None:
+        """``rwsem_mark_wake`` for readers: those before the first writer, or (wake_all)
+        every queued reader up to MAX_READERS_WAKEUP, skipping writers."""
+        q = self.waitq
+        if self.policy.wake_all:
+            woken = [w for w in q if not w.write][:MAX_READERS_WAKEUP]
+            ids = {id(w) for w in woken}
+            rest = [w for w in q if id(w) not in ids]
+            q.clear()
+            q.extend(rest)
+        else:
+            woken = []
+            while q and not q[0].write:
+                woken.append(q.popleft())
+        for w in woken:
+            self._grant(w, 0)
+
+    def _reader_spinners_in(self, rel_cpu: int) -> None:
+        """Reader spinners at the front of the OSQ join a reader-owned sem."""
+        xfer = self.line.costs.hitm
+        while self.osq and not self.osq[0].write and not self.handoff:
+            w = self.osq.popleft()
+            self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
 
     def _wake_next(self, rel_cpu: int) -> None:
+        """The lock just became free (or reader-owned with readers allowed in)."""
+        if self.writer is not None:
+            return
+        self._check_handoff()
+        xfer = self.line.costs.hitm
+        if self.readers == 0 and self.osq and not self.handoff:
+            # an optimistic spinner steals the lock ahead of the sleepers
+            w = self.osq[0]
+            if w.write:
+                self.osq.popleft()
+                self.stat.extra["steals"] += bool(self.waitq)
+                self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
+                self._after_steal()
+                return
+            self.stat.extra["steals"] += bool(self.waitq)
+            self._reader_spinners_in(rel_cpu)
+            if self.waitq and not self.waitq[0].write:
+                self._wake_readers()  # RWSEM_WAKE_READ_OWNED
+            return
         q = self.waitq
         if not q:
             return
-        task, is_write, since, spinning = q[0]
-        if is_write:
-            if self.readers == 0 and self.writer is None:
-                q.popleft()
-                x = int(self.ctx.machine.xfer_ns(rel_cpu, task.cpu, modified=True))
-                self._grant(task, True, since, spinning, x)
+        if q[0].write:
+            if self.readers == 0:
+                w = q.popleft()
+                self.handoff = False
+                self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
             return
+        self.handoff = False
+        self._wake_readers()
+        if self.policy.reader_spin:
+            self._reader_spinners_in(rel_cpu)
+
+    def _after_steal(self) -> None:
+        """Hook for the mutex's hand-off flag (a woken waiter lost the lock)."""
+
+    def _can_spin(self, write: bool) -> bool:
+        if self.handoff:
+            return False
         if self.writer is not None:
-            return
-        while q and not q[0][1]:
-            task, _, since, spinning = q.popleft()
-            self._grant(task, False, since, spinning, 0)
+            return self._owner_running()
+        if not self.readers:
+            return True  # OWNER_NULL: free (being handed over)
+        if write:
+            return self.policy.writer_spin_on_readers and not self.nonspinnable
+        return not (self.policy.reader_spin_adaptive and self.rd_nonspinnable)
 
     # -- the API --------------------------------------------------------------
     def down_read(self, task: Task) -> Any:
-        st = self.stat
-        st.acquisitions += 1
-        st.extra["read_acquisitions"] += 1
-        if self.writer is None and not self.waitq:
+        now = self.ctx.engine.now
+        self._note_acquire(task.cpu, False)
+        if self.writer is None and not self.waitq and not self.handoff:
             cost = self._atomic(task, self._f_read)
-            self.readers += 1
-            self._read_since[task.tid] = self.ctx.engine.now + cost
+            self._take(task, False, now + cost)
             return cost
         # Contended: the failed atomic is part of the wait (a spinner's spin time
         # starts with it; a sleeper gives up its CPU), so it is not charged twice.
-        self._line_rmw(task)
-        return self._wait(task, False)
+        d = self._line_rmw(task)
+        self._note_contention(task.cpu, False)
+        p = self.policy
+        rd_ok = not (p.reader_spin_adaptive and self.rd_nonspinnable)
+        if (p.reader_spin and rd_ok and self._can_spin(False)) or (p.reader_steal and self.writer is None):
+            if self.writer is None and not self.handoff:
+                # rwsem_try_read_lock_unqueued on a reader-owned sem: steal it
+                self.stat.extra["steals"] += 1
+                self.stat.note_wait(d)
+                self._rst.note_wait(d)
+                self._take(task, False, now + d)
+                return self.ctx.counters.busy(task.cpu, self._f_read, d)
+            if p.reader_spin:
+                return self._spin(task, False, now)
+        return self._sleep(task, False, now)
 
     def up_read(self, task: Task) -> int:
         cost = self._atomic(task, self._f_read_up)
         self.readers -= 1
-        self._hold_end(self._read_since.pop(task.tid))
+        self._hold_end(self._read_since.pop(task.tid), False)
         if self.readers == 0:
+            self.nonspinnable = False  # clear_wr_nonspinnable
             self._wake_next(task.cpu)
         return cost
 
     def down_write(self, task: Task) -> Any:
-        self.stat.acquisitions += 1
-        if self.writer is None and self.readers == 0 and not self.waitq:
+        now = self.ctx.engine.now
+        self._note_acquire(task.cpu, True)
+        if self.writer is None and self.readers == 0 and not self.waitq and not self.osq and not self.handoff:
             cost = self._atomic(task, self._f_write)
-            self.writer = task
-            self._write_since = self.ctx.engine.now + cost
+            self._take(task, True, now + cost)
             return cost
         self._line_rmw(task)
-        return self._wait(task, True)
+        self._note_contention(task.cpu, True)
+        if self._may_spin_write():
+            return self._spin(task, True, now)
+        return self._sleep(task, True, now)
+
+    def _may_spin_write(self) -> bool:
+        return self.policy.spin_on_owner and self._can_spin(True)
 
     def up_write(self, task: Task) -> int:
         if self.writer is not task:
             raise RuntimeError(f"{self.name}: up_write by {task!r}, held by {self.writer!r}")
         cost = self._atomic(task, self._f_write_up)
         self.writer = None
-        self._hold_end(self._write_since)
+        self._hold_end(self._write_since, True)
         self._wake_next(task.cpu)
         return cost
 
 
 class Mutex(RwSem):
-    """``struct mutex``: exclusive only, spins on a running owner, else sleeps."""
+    """``struct mutex``: exclusive only; optimistic spinning while the owner runs
+    (policy ``osq``), else sleeps; ``handoff`` as in the module docstring."""
 
     _kind = "mutex"
     _f_write, _f_write_up = "mutex_lock", "mutex_unlock"
     _f_spin = "mutex_spin_on_owner"
+
+    def __init__(
+        self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
+        line: CacheLine | None = None, mpolicy: MutexPolicy | None = None,
+    ) -> None:
+        super().__init__(ctx, name, home_cpu, spin_on_owner, line, RwsemPolicy(spin_on_owner=spin_on_owner))
+        self.mpolicy = mpolicy if mpolicy is not None else MutexPolicy()
+        self.stat.extra.setdefault("wasted_wakeups", 0)
+
+    def _may_spin_write(self) -> bool:
+        if not self.policy.spin_on_owner or not self._owner_running():
+            return False
+        if self.mpolicy.osq:
+            return not self.handoff
+        return not self.osq and not self.waitq  # one spinner at a time, no queue
+
+    def _check_handoff(self) -> None:
+        if self.mpolicy.handoff and self.waitq and self.waitq[0].woken:
+            self.handoff = True
+
+    def _after_steal(self) -> None:
+        # __mutex_unlock_slowpath woke the first waiter; a spinner took the lock first.
+        if self.waitq and not self.waitq[0].woken:
+            self.waitq[0].woken = True
+            self.stat.extra["wasted_wakeups"] += 1
 
     def lock(self, task: Task) -> Any:
         return self.down_write(task)
@@ -191,10 +413,10 @@ class AtomicCounter:
     ``mm->rss_stat``, ``mm->nr_ptes``...). Reported with the locks as kind
     ``atomic``: ``acquisitions`` = operations, ``wait`` = time queued for the line."""
 
-    def __init__(self, ctx: LockContext, name: str, home_cpu: int = 0) -> None:
+    def __init__(self, ctx: LockContext, name: str, home_cpu: int = 0, line: CacheLine | None = None) -> None:
         self.ctx = ctx
         self.stat = ctx.stat(name, "atomic")
-        self.line = CacheLine(ctx.machine, home_cpu)
+        self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
 
     def add(self, task: Task, func: str) -> int:
         now = self.ctx.engine.now
@@ -204,7 +426,5 @@ class AtomicCounter:
         st.acquisitions += 1
         if start > now:
             st.contentions += 1
-            st.wait_ns_total += start - now
-            if start - now > st.wait_ns_max:
-                st.wait_ns_max = start - now
+            st.note_wait(start - now)
         return self.ctx.counters.busy(task.cpu, func, d)

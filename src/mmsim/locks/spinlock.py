@@ -1,30 +1,37 @@
 """Spinlocks: the ticket lock (x86, v2.6.25 .. v4.1) and the queued spinlock
-(qspinlock, x86 default since v4.2, kernel/locking/qspinlock.c).
+(qspinlock, x86 default since v4.2, a33fda35e3a7, kernel/locking/qspinlock.c).
 
-Both grant the lock in FIFO order; they differ in what a hand-off costs.
+Both grant the lock in FIFO order; they differ in who spins on which line,
+and so in what a hand-off costs.
 
-* **Ticket** (``arch/x86/include/asm/spinlock.h``, ``__ticket_spin_lock``):
-  every waiter spins reading ``lock->tickets.head`` on the *same* line. The
-  release (``__ticket_unlock``: ``head++``) invalidates every waiter's copy;
-  all of them re-read the line, and the home agent serves those reads one at
-  a time, the next ticket holder at a uniformly random position among them.
-  The hand-off therefore costs the releaser→next transfer plus, on average,
-  half of the re-reads of the other waiters: it grows linearly with the
-  number of waiters. This is the Markov model of Boyd-Wickizer, Kaashoek,
-  Morris and Zeldovich, "Non-scalable locks are dangerous", Linux Symposium
-  2012, §3 (collapse when hand-off time grows with waiters); each re-read
-  is charged the line transfer from the lock's home CPU to the waiter.
-* **Queued** (MCS, ``queued_spin_lock_slowpath``): each waiter spins on its
-  own per-CPU ``mcs_spinlock`` node; only the queue head watches the lock
-  word. A hand-off is one transfer of the lock word to the head, whatever
-  the number of waiters.
+* **Ticket** (v3.12 ``arch/x86/include/asm/spinlock.h``: ``arch_spin_lock``
+  takes a ticket with ``xadd`` and spins reading ``lock->tickets.head``;
+  ``arch_spin_unlock`` does ``head++``). Every waiter spins on the lock's
+  line. The release is a write by the releasing CPU: it takes the line from
+  its current holder, invalidates every waiter's copy, and the waiters'
+  re-reads are served one after another from the line's current holder
+  (:class:`~mmsim.locks.base.CacheLine`: the first from the releaser, HITM;
+  the others clean forwards). The next ticket holder is, on average, half-way
+  through that storm, and the line is busy until all of it is over, so a
+  hand-off grows linearly with the number of waiters: the collapse of
+  Boyd-Wickizer, Kaashoek, Morris and Zeldovich, "Non-scalable locks are
+  dangerous", Linux Symposium 2012.
+* **Queued** (v4.2+ ``queued_spin_lock`` / ``queued_spin_lock_slowpath``):
+  the first contender sets the *pending* bit and spins on the lock word; the
+  next ones queue on per-CPU MCS nodes (``xchg_tail``, then a write of the
+  predecessor's ``node->next``), and only the queue head spins on the lock
+  word; the others spin on their own node, which nobody else touches. So at
+  most two CPUs (pending waiter and queue head) re-read the lock word after a
+  release. When the queue head takes the lock it passes the head role on
+  with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
+  waiter's node line, whose owner is spinning on it (one HITM). A hand-off is
+  therefore the lock word's transfer plus, for a queue head, the next
+  waiter's node: constant in the number of waiters.
 
 The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
 objects may share (``mm->page_table_lock`` shares its line with
-``mmap_sem.count`` in ``struct mm_struct``): ticket waiters are registered
-as spinners on that line, so *any* write to it — a new ticket (``xadd``), the
-release, or an unrelated atomic on a neighbouring field — sets off the
-re-read storm and occupies the line.
+``mmap_sem.count`` in ``struct mm_struct``): a write to any of them sets off
+the spinners' storm.
 
 Spinning is busy CPU time, charged on grant to the waiter's CPU under the
 function that spins (``_raw_spin_lock`` for ticket locks, whose spin loop is
@@ -41,6 +48,9 @@ from typing import Any
 from mmsim.engine.core import PARK, Task
 from mmsim.locks.base import CacheLine, LockContext
 
+# Roles of a queued-spinlock waiter
+_PENDING, _HEAD, _QUEUED = 0, 1, 2
+
 
 class SpinlockKind(str, Enum):
     TICKET = "ticket"
@@ -49,8 +59,8 @@ class SpinlockKind(str, Enum):
 
 class Spinlock:
     __slots__ = (
-        "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters",
-        "line", "_spin_func", "_xfer",
+        "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters", "line", "last_cpu", "_spin_func",
+        "_ticket",
     )
 
     def __init__(
@@ -62,65 +72,79 @@ class Spinlock:
         self.stat = ctx.stat(name, f"spinlock({kind.value})")
         self.holder: Task | None = None
         self.acquired_at = 0
-        self.waiters: deque[tuple[Task, int]] = deque()
+        # (task, since, role, node_link_ns); role is unused by ticket locks
+        self.waiters: deque[list[Any]] = deque()
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
-        self._spin_func = (
-            "_raw_spin_lock" if kind is SpinlockKind.TICKET else "native_queued_spin_lock_slowpath"
-        )
-        self._xfer = ctx.machine.xfer_ns
+        self.last_cpu = -1  # CPU of the last acquisition (lock_stat's bounces)
+        self._ticket = kind is SpinlockKind.TICKET
+        self._spin_func = "_raw_spin_lock" if self._ticket else "native_queued_spin_lock_slowpath"
 
     def acquire(self, task: Task) -> Any:
-        """``spin_lock()``. Returns ns to yield (uncontended) or PARK (queued)."""
+        """``spin_lock()``. Returns ns to yield (uncontended) or PARK (spinning)."""
         st = self.stat
-        st.acquisitions += 1
         cpu = task.cpu
         now = self.ctx.engine.now
-        # xadd on the ticket / xchg on the MCS tail: one RMW of the lock line
+        st.note_acquire(cpu, self.last_cpu)
+        # xadd on the ticket / cmpxchg, set-pending or xchg_tail on the lock word: one RMW
         cost = self.line.rmw(cpu, now)
         if self.holder is None and not self.waiters:
             self.holder = task
             self.acquired_at = now + cost
+            self.last_cpu = cpu
             return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost)
-        st.contentions += 1
-        self.waiters.append((task, now))
-        if self.kind is SpinlockKind.TICKET:
+        st.note_contention(cpu, self.last_cpu)
+        w = self.waiters
+        if self._ticket:
+            w.append([task, now, _QUEUED, 0])
             self.line.add_spinner(cpu)
+            return PARK
+        if not w:  # queued_fetch_set_pending_acquire: spin on the lock word
+            w.append([task, now, _PENDING, 0])
+            self.line.add_spinner(cpu)
+            return PARK
+        # MCS queue (xchg_tail). Behind only the pending waiter the queue was empty: this
+        # node is the head and spins on the lock word; else it writes its predecessor's
+        # node->next (a HITM of that node's line) and spins on its own node.
+        if len(w) == 1 and w[0][2] == _PENDING:
+            w.append([task, now, _HEAD, 0])
+            self.line.add_spinner(cpu)
+            return PARK
+        link = int(self.line.costs.hitm[w[-1][0].cpu][cpu])
+        st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
+        w.append([task, now, _QUEUED, link])
         return PARK
 
     def release(self, task: Task) -> int:
-        """``spin_unlock()``: hand the lock to the next waiter, if any. Returns 0."""
+        """``spin_unlock()``: hand the lock to the next waiter, if any. Returns 0
+        (the unlock store retires from the store buffer; the releaser does not wait)."""
         if self.holder is not task:
             raise RuntimeError(f"{self.name}: released by {task!r}, held by {self.holder!r}")
         now = self.ctx.engine.now
         st = self.stat
-        hold = now - self.acquired_at
-        st.hold_ns_total += hold
-        if hold > st.hold_ns_max:
-            st.hold_ns_max = hold
-        rel_cpu = task.cpu
+        st.note_hold(now - self.acquired_at)
+        line = self.line
+        # The unlock store: take the line, invalidate the spinners, storm.
+        done, first, per = line.write(task.cpu, now)
         if not self.waiters:
             self.holder = None
             return 0
-        nxt, since = self.waiters.popleft()
+        nxt, since, role, _ = self.waiters.popleft()
         ncpu = nxt.cpu
-        line = self.line
-        start = line.free_at if line.free_at > now else now
-        x = self._xfer(rel_cpu, ncpu, modified=True)  # the unlock store left the lock word dirty
-        if self.kind is SpinlockKind.TICKET:
-            # head++ invalidates every spinner; the next ticket holder is served at a
-            # uniformly random place in the re-read storm: half the others on average.
-            line.remove_spinner(ncpu)
-            h = start - now + int(x + line.spin_sum / 2)
-        else:
-            h = start - now + int(x)
-        line.free_at = start + int(x + line.spin_sum)
-        line.owner = ncpu
+        # The next owner is, on average, half-way through the storm of the spinners.
+        h = done + int(first + (line.nspin - 1) * per / 2)
+        line.remove_spinner(ncpu)
+        if not self._ticket and role == _HEAD and self.waiters:
+            # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line
+            succ = self.waiters[0]
+            h += int(line.costs.hitm[ncpu][succ[0].cpu])
+            succ[2] = _HEAD
+            line.add_spinner(succ[0].cpu)
+            st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
         self.holder = nxt
         self.acquired_at = now + h
+        self.last_cpu = ncpu
         wait = now + h - since
-        st.wait_ns_total += wait
-        if wait > st.wait_ns_max:
-            st.wait_ns_max = wait
+        st.note_wait(wait)
         self.ctx.counters.busy(ncpu, self._spin_func, wait)
         self.ctx.engine.wake(nxt, h)
         return 0

@@ -44,6 +44,7 @@ from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 SUBPAGE = 4096  # granularity of the model: one base page
 NEVER = -1e30  # stamp of a sub-page never inserted (always a miss)
 FIXPOINT_ITERS = 64
+_NEVER1 = [NEVER]  # np.array(_NEVER1) == np.full(1, NEVER), built faster
 
 
 def last_level(machine: Machine) -> Any:
@@ -105,7 +106,8 @@ class SharedCache:
         """Drop stamp arrays no future access can hit (all older than capacity)."""
         self._since_prune = 0.0
         horizon = self._clock - self.capacity
-        dead = [k for k, a in self.stamps.items() if a.max() < horizon]
+        # (a 4 KiB page's array has one stamp: index it rather than pay numpy's reduction)
+        dead = [k for k, a in self.stamps.items() if (a[0] if len(a) == 1 else a.max()) < horizon]
         for k in dead:
             del self.stamps[k]
 
@@ -144,7 +146,7 @@ class CacheModel:
         n = len(order)
         a = c.stamps.get(key)
         if a is None or len(a) != npages:
-            a = c.stamps[key] = np.full(npages, NEVER)
+            a = c.stamps[key] = np.array(_NEVER1) if npages == 1 else np.full(npages, NEVER)
         if n == 1:
             a[int(order[0])] = clk + c.rate * duration + SUBPAGE
         else:

@@ -47,10 +47,10 @@ class Counters:
         """Charge ``ns`` of CPU time in ``func`` to ``cpu``; returns ``ns``."""
         p = self.perf[cpu]
         p[TASK_CLOCK] += ns
-        p[INSTRUCTIONS] += insns
         d = self.prof_ns[cpu]
         d[func] = d.get(func, 0) + ns
         if insns:
+            p[INSTRUCTIONS] += insns
             di = self.prof_insns[cpu]
             di[func] = di.get(func, 0) + insns
         return ns
@@ -74,7 +74,16 @@ class Counters:
 
 @dataclass
 class LockStat:
-    """Counters of one lock class, as in /proc/lock_stat (CONFIG_LOCK_STAT)."""
+    """Counters of one lock class, as in /proc/lock_stat (CONFIG_LOCK_STAT,
+    kernel/locking/lockdep.c ``lock_contended``/``lock_acquired``/``lock_release``).
+
+    ``acquisitions``/``hold_ns_*`` count every acquisition; ``contentions`` and
+    ``wait_ns_*`` the contended ones (lockdep records a wait time only for an
+    acquisition that contended). ``con_bounces``/``acq_bounces``: contentions /
+    acquisitions on a CPU other than the lock's last acquirer (``lock->cpu``).
+    A rwsem also records each side in ``read`` / ``write`` (``/proc/lock_stat``'s
+    ``-R`` and ``-W`` lines); the top level then holds both sides together.
+    """
 
     name: str
     kind: str
@@ -86,10 +95,53 @@ class LockStat:
     hold_ns_max: int = 0
     instances: int = 1
     extra: dict[str, int] = field(default_factory=dict)
+    wait_ns_min: int = 0
+    hold_ns_min: int = 0
+    con_bounces: int = 0
+    acq_bounces: int = 0
+    read: LockStat | None = None  # rwsem read side (its own counts)
+    write: LockStat | None = None  # rwsem write side
+    _nwait: int = 0
+    _nhold: int = 0
+
+    # -- recording (hot paths: plain attribute arithmetic) --------------------
+    def note_acquire(self, cpu: int, last_cpu: int) -> None:
+        self.acquisitions += 1
+        if last_cpu >= 0 and cpu != last_cpu:
+            self.acq_bounces += 1
+
+    def note_contention(self, cpu: int, last_cpu: int) -> None:
+        self.contentions += 1
+        if last_cpu >= 0 and cpu != last_cpu:
+            self.con_bounces += 1
+
+    def note_wait(self, ns: int) -> None:
+        self.wait_ns_total += ns
+        if ns > self.wait_ns_max:
+            self.wait_ns_max = ns
+        if self._nwait == 0 or ns < self.wait_ns_min:
+            self.wait_ns_min = ns
+        self._nwait += 1
+
+    def note_hold(self, ns: int) -> None:
+        self.hold_ns_total += ns
+        if ns > self.hold_ns_max:
+            self.hold_ns_max = ns
+        if self._nhold == 0 or ns < self.hold_ns_min:
+            self.hold_ns_min = ns
+        self._nhold += 1
 
     def merge(self, other: LockStat) -> None:
+        if other._nwait and (self._nwait == 0 or other.wait_ns_min < self.wait_ns_min):
+            self.wait_ns_min = other.wait_ns_min
+        if other._nhold and (self._nhold == 0 or other.hold_ns_min < self.hold_ns_min):
+            self.hold_ns_min = other.hold_ns_min
+        self._nwait += other._nwait
+        self._nhold += other._nhold
         self.acquisitions += other.acquisitions
         self.contentions += other.contentions
+        self.con_bounces += other.con_bounces
+        self.acq_bounces += other.acq_bounces
         self.wait_ns_total += other.wait_ns_total
         self.wait_ns_max = max(self.wait_ns_max, other.wait_ns_max)
         self.hold_ns_total += other.hold_ns_total
@@ -97,9 +149,32 @@ class LockStat:
         self.instances += other.instances
         for k, v in other.extra.items():
             self.extra[k] = self.extra.get(k, 0) + v
+        for side in ("read", "write"):
+            o = getattr(other, side)
+            if o is not None:
+                if getattr(self, side) is None:
+                    setattr(self, side, LockStat(self.name, self.kind, instances=0))
+                getattr(self, side).merge(o)
+
+    def columns(self) -> dict[str, int | float]:
+        """/proc/lock_stat's columns of this side (times in ns, avg as float)."""
+        return {
+            "con-bounces": self.con_bounces,
+            "contentions": self.contentions,
+            "waittime-min": self.wait_ns_min,
+            "waittime-max": self.wait_ns_max,
+            "waittime-total": self.wait_ns_total,
+            "waittime-avg": self.wait_ns_total / self._nwait if self._nwait else 0.0,
+            "acq-bounces": self.acq_bounces,
+            "acquisitions": self.acquisitions,
+            "holdtime-min": self.hold_ns_min,
+            "holdtime-max": self.hold_ns_max,
+            "holdtime-total": self.hold_ns_total,
+            "holdtime-avg": self.hold_ns_total / self._nhold if self._nhold else 0.0,
+        }
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        d: dict[str, object] = {
             "kind": self.kind,
             "instances": self.instances,
             "acquisitions": self.acquisitions,
@@ -110,3 +185,8 @@ class LockStat:
             "hold_ns_max": self.hold_ns_max,
             **self.extra,
         }
+        if self.read is None or self.write is None:
+            d["lock_stat"] = self.columns()
+        else:
+            d["lock_stat"] = {"W": self.write.columns(), "R": self.read.columns()}
+        return d

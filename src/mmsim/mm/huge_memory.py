@@ -1,10 +1,10 @@
 """Transparent huge page faults (mm/huge_memory.c).
 
 ``do_huge_pmd_anonymous_page`` (v3.12 .. v4.18): allocate an order-9 page
-(``alloc_hugepage_vma``), clear it outside any lock (``clear_huge_page``:
-512 × ``clear_page`` with ``cond_resched()`` between sub-pages, in the
-order of policy ``huge_clear_order``), allocate
-the PTE table to deposit (``pte_alloc_one``), then under the PMD lock
+(``alloc_hugepage_vma``), allocate the PTE table to deposit
+(``pte_alloc_one``), clear the huge page outside any lock
+(``clear_huge_page``: 512 × ``clear_page`` with ``cond_resched()`` between
+sub-pages, in the order of policy ``huge_clear_order``), then under the PMD lock
 (``mm->page_table_lock``, or the split PMD lock after e009bb30c8df):
 ``set_pmd_at``, ``page_add_new_anon_rmap``,
 ``pgtable_trans_huge_deposit`` (links the PTE table on ``pmd_huge_pte``),
@@ -66,8 +66,9 @@ def do_huge_pmd_anonymous_page(
         return True
     owner = (mm, slot)
     node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER, owner=owner)
-    yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
+    # __do_huge_pmd_anonymous_page (v3.13): pte_alloc_one() first, then clear_huge_page()
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0, owner=owner)  # pte_alloc_one
+    yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
     lk = pt.pmd_lockptr(slot)
     yield lk.acquire(task)
     if slot in pt.pmd:  # raced: someone mapped it (pmd_none() false under the lock)

@@ -99,34 +99,13 @@ def hugetlb_error(what: str, pool: HugetlbPool, need: int, kernel_outcome: str) 
     )
 
 
-MAX_READERS_WAKEUP = 0x100  # kernel/locking/rwsem.c (v5.3+)
-
-
 class IMmapRwsem(RwSem):
-    """``i_mmap_rwsem`` with the reader wake-up of the kernel's rwsem: before
-    d3681e269fff (policy ``rwsem_reader_wake=until-writer``) a release wakes
-    the readers queued before the first writer; since it (v5.3,
-    ``rwsem_mark_wake``: "batch-wakeup waiting readers, even when writers are
-    also present in the queue") every queued reader, up to
-    ``MAX_READERS_WAKEUP``, skipping the writers. Only this lock honours the
-    policy (mmap_sem keeps locks/rwsem.py's wake-up)."""
+    """``i_mmap_rwsem``: an rwsem with the kernel's rwsem behaviours
+    (:class:`~mmsim.locks.rwsem.RwsemPolicy`: writer/reader optimistic spinning,
+    hand-off, and d3681e269fff's wake-all of queued readers, v5.3)."""
 
     def __init__(self, system: Any, home_cpu: int) -> None:
-        super().__init__(system.locks, I_MMAP_CLASS, home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"))
-        self.wake_all = system.policy("rwsem_reader_wake") == "all"
-
-    def _wake_next(self, rel_cpu: int) -> None:
-        q = self.waitq
-        if not q or not self.wake_all or q[0][1] or self.writer is not None:
-            super()._wake_next(rel_cpu)
-            return
-        woken = [e for e in q if not e[1]][:MAX_READERS_WAKEUP]
-        ids = {id(e) for e in woken}
-        rest = [e for e in q if id(e) not in ids]
-        q.clear()
-        q.extend(rest)
-        for task, _, since, spinning in woken:
-            self._grant(task, False, since, spinning, 0)
+        super().__init__(system.locks, I_MMAP_CLASS, home_cpu, policy=system.rwsem_policy())
 
 
 class HugetlbfsInode:
@@ -160,7 +139,7 @@ class HugetlbPool:
     def __init__(self, system: Any, nr_hugepages: int, nr_overcommit: int = 0) -> None:
         m = system.machine
         self.system = system
-        self.lock = Spinlock(system.locks, "hugetlb_lock", system.spin_kind, 0)
+        self.lock = Spinlock(system.locks, "hugetlb_lock", system.spin_kind_for("hugetlb_lock"), 0)
         n = len(m.nodes)
         # Spread over nodes like hugetlb_hstate_alloc_pages (round-robin over N_MEMORY).
         self.free_node = [nr_hugepages // n + (1 if i < nr_hugepages % n else 0) for i in range(n)]
@@ -178,7 +157,8 @@ class HugetlbPool:
         self.resv_huge_pages = 0
         self.surplus_huge_pages = 0
         self.nr_overcommit_huge_pages = nr_overcommit
-        self.single_mutex = Mutex(system.locks, "hugetlb_instantiation_mutex", 0, spin_on_owner=True)
+        self.single_mutex = Mutex(system.locks, "hugetlb_instantiation_mutex", 0, spin_on_owner=True,
+                                  mpolicy=system.mutex_policy())
         self.fault_mutexes: dict[int, Mutex] = {}
         # hugetlb_init: num_fault_mutexes = roundup_pow_of_two(8 * num_possible_cpus())
         self.table_size = 1 << (8 * m.ncpus - 1).bit_length()
@@ -214,7 +194,8 @@ class HugetlbPool:
             h = (inode.ino * 0x9E3779B1 + idx) & (self.table_size - 1)
         mx = self.fault_mutexes.get(h)
         if mx is None:
-            mx = self.fault_mutexes[h] = Mutex(self.system.locks, "hugetlb_fault_mutex_table", 0, spin_on_owner=True)
+            mx = self.fault_mutexes[h] = Mutex(self.system.locks, "hugetlb_fault_mutex_table", 0, spin_on_owner=True,
+                                                        mpolicy=self.system.mutex_policy())
         return mx
 
     def _busy(self, task: Task, name: str, n: int = 1) -> int:

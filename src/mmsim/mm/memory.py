@@ -246,14 +246,17 @@ def __pmd_alloc(task: Task, mm: MmStruct, pud_slot: int) -> Generator[Any, Any, 
 
 
 def __pte_alloc(task: Task, mm: MmStruct, pmd_slot: int) -> Generator[Any, Any, None]:
-    """mm/memory.c ``__pte_alloc`` (v3.13): a new PTE table, populated under
-    mm->page_table_lock; ``mm->nr_ptes`` counted there."""
+    """mm/memory.c ``__pte_alloc`` (v3.13): a new PTE table (``pte_alloc_one``),
+    populated under ``pmd_lock(mm, pmd)`` since c4088ebdca64 ("mm: convert the
+    rest to new page table lock api", v3.13): the split PMD lock where PMD locks
+    are split, else ``mm->page_table_lock`` (as v3.12 took it); ``mm->nr_ptes``
+    counted there."""
     s = mm.system
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, pmd_slot))
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
-    lk = mm.page_table_lock
-    yield lk.acquire(task)
     pt = mm.pgtables
+    lk = pt.pmd_lockptr(pmd_slot)
+    yield lk.acquire(task)
     if pmd_slot not in pt.pmd:
         pt.pmd[pmd_slot] = PMD_TABLE
         pt.nr_pte_tables += 1

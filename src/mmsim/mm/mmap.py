@@ -21,6 +21,9 @@ from mmsim.locks.spinlock import Spinlock
 from mmsim.mm.costs import path
 from mmsim.mm.pgtable import PageTables
 
+# lock_stat class of mm's rwsem by policy mmap_lock_name (renamed by da1c55f1b272, v5.8)
+MMAP_LOCK_CLASS = {"mmap_sem": "&mm->mmap_sem", "mmap_lock": "&mm->mmap_lock"}
+
 PAGE_SIZE = 4096
 # x86-64 TASK_SIZE (47-bit user space) less the stack gap: mmap_base of a process
 # with an 8 MiB stack rlimit, randomisation off (arch/x86/mm/mmap.c mmap_base()).
@@ -58,11 +61,15 @@ class MmStruct:
         # struct rw_semaphore mmap_sem;` are adjacent, so the lock word and mmap_sem.count
         # share one 64-byte line.
         self.line = CacheLine(system.machine, home_cpu)
-        self.mmap_sem = RwSem(locks, "&mm->mmap_sem", home_cpu, spin_on_owner=system.flag("rwsem_spin_on_owner"),
-                              line=self.line)
-        self.page_table_lock = Spinlock(locks, "&mm->page_table_lock", system.spin_kind, home_cpu, line=self.line)
+        self.mmap_sem = RwSem(locks, MMAP_LOCK_CLASS[system.policy("mmap_lock_name")], home_cpu,
+                              line=self.line, policy=system.rwsem_policy())
+        ptl_kind = system.spin_kind_for("page_table_lock")
+        self.page_table_lock = Spinlock(locks, "&mm->page_table_lock", ptl_kind, home_cpu, line=self.line)
         self.rss_stat = AtomicCounter(locks, "mm->rss_stat", home_cpu)
-        self.nr_ptes = AtomicCounter(locks, "mm->nr_ptes", home_cpu) if system.flag("nr_ptes_atomic") else None
+        # v3.13 struct mm_struct: `atomic_long_t nr_ptes; int map_count; spinlock_t
+        # page_table_lock; struct rw_semaphore mmap_sem;`: nr_ptes is on the same line.
+        self.nr_ptes = (AtomicCounter(locks, "mm->nr_ptes", home_cpu, line=self.line)
+                        if system.flag("nr_ptes_atomic") else None)
         self.vmas: list[Vma] = []
         self.free_top = MMAP_BASE
         self.pgtables = PageTables(self)

@@ -215,7 +215,7 @@ class PageAllocator:
         for n in m.nodes:
             pages = int(n.memory_gib * (1 << 30)) // PAGE_SIZE
             home = self._node_cpu(m, n.id)
-            lock = Spinlock(system.locks, "&zone->lock", system.spin_kind, home_cpu=home)
+            lock = Spinlock(system.locks, "&zone->lock", system.spin_kind_for("zone_lock"), home_cpu=home)
             self.zones.append(Zone(n.id, start, pages, lock, home, owner_cap))
             start += -(-pages >> MAX_ORDER) << MAX_ORDER
         self._setup_wmarks()

@@ -84,7 +84,8 @@ class PageTables:
         lk = self._pmd_locks.get(pud)
         if lk is None:
             s = self.mm.system
-            lk = self._pmd_locks[pud] = Spinlock(s.locks, "ptlock_ptr(pmd page)", s.spin_kind, self.mm.home_cpu)
+            lk = self._pmd_locks[pud] = Spinlock(s.locks, "ptlock_ptr(pmd page)", s.spin_kind_for("ptlock"),
+                                                   self.mm.home_cpu)
         return lk
 
     def pte_lockptr(self, pmd_slot: int) -> Spinlock:
@@ -93,7 +94,8 @@ class PageTables:
         lk = self._pte_locks.get(pmd_slot)
         if lk is None:
             s = self.mm.system
-            lk = self._pte_locks[pmd_slot] = Spinlock(s.locks, "ptlock_ptr(pte page)", s.spin_kind, self.mm.home_cpu)
+            lk = self._pte_locks[pmd_slot] = Spinlock(s.locks, "ptlock_ptr(pte page)", s.spin_kind_for("ptlock"),
+                                                      self.mm.home_cpu)
         return lk
 
     def pmd_huge_pte_line(self, pmd_slot: int) -> CacheLine:

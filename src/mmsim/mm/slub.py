@@ -212,7 +212,8 @@ class KmemCacheNode:
         self.node = node
         self.partial: list[Slab] = []  # index 0 is the first (``n->partial.next``)
         self.line = CacheLine(system.machine, home)
-        self.list_lock = Spinlock(system.locks, "&n->list_lock", system.spin_kind, home, line=self.line)
+        self.list_lock = Spinlock(system.locks, "&n->list_lock", system.spin_kind_for("list_lock"), home,
+                                  line=self.line)
         self.nr_slabs = 0
 
     @property

@@ -13,6 +13,7 @@ from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
 from mmsim.kernels.catalog import ResolvedKernel
 from mmsim.locks.base import CacheLine, LockContext
+from mmsim.locks.rwsem import MutexPolicy, RwsemPolicy
 from mmsim.locks.spinlock import SpinlockKind
 from mmsim.machine.bandwidth import MemoryBandwidth
 from mmsim.machine.llc import CacheModel
@@ -37,8 +38,12 @@ NUMA_STATS = (
 
 
 class System:
-    def __init__(self, machine: Machine, kernel: ResolvedKernel, seed: int) -> None:
+    def __init__(self, machine: Machine, kernel: ResolvedKernel, seed: int, exact: bool = False) -> None:
         self.machine = machine
+        # exact: every operation an event; else a workload may attach a sampling controller
+        # (mmsim.metrics.sampling.FastForward) to fast-forward its steady state
+        self.exact = exact
+        self.fast_forward: Any = None
         self.kernel = kernel
         self.engine = Engine(seed)
         self.counters = Counters(machine.ncpus)
@@ -71,6 +76,29 @@ class System:
 
     def flag(self, name: str) -> bool:
         return self.kernel.flag(name)
+
+    def spin_kind_for(self, lock_class: str) -> SpinlockKind:
+        """The spinlock implementation of one lock class: policy ``spinlock_<class>``
+        (page_table_lock, ptlock, zone_lock, hugetlb_lock, list_lock, unix_lock,
+        lockstress), or the kernel's ``spinlock`` where that is ``default``."""
+        v = self.kernel.policies.get(f"spinlock_{lock_class}", "default")
+        return self.spin_kind if v == "default" else SpinlockKind(v)
+
+    def rwsem_policy(self) -> RwsemPolicy:
+        """This kernel's rwsem behaviours (locks/rwsem.py), from its policies."""
+        f = self.flag
+        return RwsemPolicy(
+            spin_on_owner=f("rwsem_spin_on_owner"),
+            writer_spin_on_readers=f("rwsem_writer_spin_on_readers"),
+            reader_spin=f("rwsem_reader_spin"),
+            handoff=f("rwsem_handoff"),
+            wake_all=self.policy("rwsem_reader_wake") == "all",
+            reader_steal=f("rwsem_reader_steal"),
+            reader_spin_adaptive=f("rwsem_reader_spin_adaptive"),
+        )
+
+    def mutex_policy(self) -> MutexPolicy:
+        return MutexPolicy(osq=self.flag("mutex_osq"), handoff=self.flag("mutex_handoff"))
 
     def page_line(self, key: Hashable) -> CacheLine:
         """The cache line of a shared page's struct page field named by ``key``."""

@@ -2,6 +2,7 @@
  *   mb c2c CPU_A CPU_B SAMPLES ROUNDS   ns per one-way hand-off of a CAS-ed cache line (round trip / 2)
  *   mb futex CPU_A CPU_B SAMPLES ROUNDS ns per one-way futex hand-off (wake + the woken side running)
  *   mb chase BYTES SAMPLES LOADS        ns per dependent load, random cyclic chain over BYTES
+ *   mb pmbench MAP SET SECONDS READPCT  pmbench's uniform pattern, one thread: accesses/s (one line)
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -99,9 +100,38 @@ static int chase(size_t bytes, long loads) {
     return 0;
 }
 
+/* pmbench (pattern.c / pmbench.c) uniform, -j1, warm-up on: every page of the SET is touched first;
+ * then each access is one 4-byte load or store (READPCT% loads) at a random offset of a uniformly
+ * random page of the set; the clock is read every 10,000 accesses. */
+static int pmbench(size_t map, size_t set, double seconds, int readpct) {
+    size_t pages = set / 4096;
+    char *buf = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED || pages == 0) return 4;
+    for (size_t i = 0; i < pages; i++) buf[i * 4096] = 1;
+    uint64_t x = 88172645463325252ull, n = 0, sum = 0;
+    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), t0 = now_ns(), t;
+    do {
+        for (int k = 0; k < 10000; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;  /* xorshift64 */
+            volatile uint32_t *w = (volatile uint32_t *)(buf + (x % pages) * 4096 + ((x >> 40) % 1024) * 4);
+            if ((int)((x >> 20) % 100) < readpct) sum += *w; else *w = (uint32_t)x;
+        }
+        n += 10000;
+        t = now_ns();
+    } while (t < end);
+    printf("%.1f\n", n / ((t - t0) / 1e9));
+    if (sum == 42) fputs("", stderr);
+    munmap(buf, map);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) { fprintf(stderr, "usage: mb c2c|futex A B SAMPLES ROUNDS | chase BYTES SAMPLES LOADS\n"); return 2; }
     int rc;
+    if (!strcmp(argv[1], "pmbench")) {
+        if (argc < 6) return 2;
+        return pmbench((size_t)atoll(argv[2]), (size_t)atoll(argv[3]), atof(argv[4]), atoi(argv[5]));
+    }
     if (!strcmp(argv[1], "chase")) {
         samples = atol(argv[3]);
         out = calloc(samples, sizeof *out);

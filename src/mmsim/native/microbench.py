@@ -227,6 +227,19 @@ def futex_handoff_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 20
     return _run(["futex", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
 
 
+def pmbench_rate(map_bytes: int, set_bytes: int, seconds: float, read_pct: int) -> float | None:
+    """Accesses per second of pmbench's uniform pattern with one thread (native/mb.c), or None."""
+    exe = helper()
+    if exe is None:
+        return None
+    try:
+        r = subprocess.run([str(exe), "pmbench", str(map_bytes), str(set_bytes), str(seconds), str(read_pct)],
+                           capture_output=True, text=True, timeout=seconds + 120)
+        return float(r.stdout.split()[0]) if r.returncode == 0 and r.stdout.split() else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def chase_ns(nbytes: int, samples: int = 21, loads: int = 500_000) -> Stat | None:
     """Latency of one dependent load in a random cyclic chain over ``nbytes`` (THP-backed where
     the kernel allows, so the DRAM figure is not mostly page walks)."""

@@ -33,6 +33,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
@@ -423,6 +424,9 @@ def _thp_memscale_footprint(p: dict[str, Any]) -> int:
     if not need <= allowed:
         raise UserError("-p threads", p["threads"],
                         f"CPUs basecpu..basecpu+threads-1 must exist here (allowed CPUs: {sorted(allowed)})")
+    nodes = sorted(int(d.name[4:]) for d in Path("/sys/devices/system/node").glob("node[0-9]*")) or [0]
+    if p["basemem"] not in nodes:
+        raise UserError("-p basemem", p["basemem"], f"a memory node of this host: {', '.join(map(str, nodes))}")
     return n
 
 
@@ -438,10 +442,57 @@ register(NativeWorkload(
         "mapping": ParamInfo("thp", "thp: malloc with THP per --set thp; hugetlb: MAP_HUGETLB",
                              parse_choice("thp", "hugetlb"), "thp, hugetlb"),
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+        # -m: as in the simulated workload (mmsim.workloads.thp_memscale's docstring), the first memory node;
+        # memory is placed by first touch on each pinned thread's node, so it is shown, not acted on
+        "basemem": ParamInfo(0, "-m: first memory node (shown in the command; memory is placed by first touch)",
+                             parse_int(0), "an integer >= 0"),
     },
     body=_thp_memscale,
     footprint=_thp_memscale_footprint,
     command=lambda p: (f"{'thp_memscale_hugetlbfs' if p['mapping'] == 'hugetlb' else 'thp_memscale'} "
-                       f"-C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"),
+                       f"-C {p['basecpu']} -m {p['basemem']} -c {p['threads']} -b {p['bytes']}"),
     hugetlb_pages=lambda p: (-(-int(p["bytes"]) // HPAGE) * int(p["threads"])) if p["mapping"] == "hugetlb" else 0,
+))
+
+
+# -- pmbench (uniform, one thread) -------------------------------------------------------------
+
+
+def _pmbench(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    from mmsim.native import microbench as mb
+
+    if p["setsize"] > p["mapsize"]:
+        raise UserError("-p setsize", p["setsize"], f"at most mapsize ({p['mapsize']} MiB)")
+    rate = mb.pmbench_rate(p["mapsize"] << 20, p["setsize"] << 20, p["duration"], p["read_pct"])
+    if rate is None:
+        from mmsim.native.safety import Skip
+
+        raise Skip("pmbench needs the C helper (native/mb.c) and no working C compiler was found")
+    return {"pmbench.throughput": round(rate, 1)}
+
+
+def _pmbench_duration(v: str) -> float:
+    x = float(v)
+    if not 0 < x <= 3600:
+        raise ValueError
+    return x
+
+
+register(NativeWorkload(
+    name="pmbench",
+    description="pmbench's uniform pattern with one thread, ported to C (native/mb.c): accesses per second",
+    params={
+        "mapsize": ParamInfo(256, "-m: map size in MiB", parse_int(1, 1 << 16), "an integer MiB 1..65536"),
+        "setsize": ParamInfo(128, "-s: working-set size in MiB (<= mapsize)", parse_int(1, 1 << 16),
+                             "an integer MiB 1..65536"),
+        "pattern": ParamInfo("uniform", "-p: page access pattern (natively only uniform)", parse_choice("uniform"),
+                             "uniform"),
+        "jobs": ParamInfo(1, "-j: worker threads (natively only 1)", parse_int(1, 1), "1"),
+        "read_pct": ParamInfo(50, "-r: read percentage", parse_int(0, 100), "an integer 0..100"),
+        "duration": ParamInfo(5.0, "DURATION in seconds", _pmbench_duration, "seconds, 0 < s <= 3600"),
+    },
+    body=_pmbench,
+    footprint=lambda p: int(p["mapsize"]) << 20,
+    command=lambda p: f"pmbench -m {p['mapsize']} -s {p['setsize']} -p {p['pattern']} -j 1 -r {p['read_pct']} "
+                      f"{p['duration']:g}",
 ))

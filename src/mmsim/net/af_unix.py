@@ -60,7 +60,7 @@ class UnixSock:
         self.sndbuf = SK_WMEM_DEFAULT
         self.wmem_alloc = 0
         self.wmem = AtomicCounter(system.locks, "sk->sk_wmem_alloc", home_cpu)
-        self.lock = Spinlock(system.locks, "&u->lock", system.spin_kind, home_cpu)
+        self.lock = Spinlock(system.locks, "&u->lock", system.spin_kind_for("unix_lock"), home_cpu)
         self.reader: Task | None = None  # sleeping in unix_stream_data_wait
         self.writer: Task | None = None  # sleeping in sock_wait_for_wmem
         self.cpu = home_cpu  # where the task using this end runs

@@ -39,42 +39,62 @@ def _pct(x: float | None) -> str:
     return f"{x:+.1f}%"
 
 
+def _columns(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """A metric row's kernels after the base: ``columns`` (three or more kernels) or B alone."""
+    cols: list[dict[str, Any]] = m.get("columns") or [
+        {"b": m["b"], "pct_change": m["pct_change"], "significant": m["significant"], "verdict": m.get("verdict")}]
+    return cols
+
+
 def lkp_table(d: dict[str, Any], show_all: bool = False) -> str:
-    """The LKP compare table of a ``Comparison.to_dict()``: benchmark metrics always, the rest when significant.
+    """The LKP compare table of a ``Comparison.to_dict()``: the base, then a %change and %stddev
+    column per other kernel; benchmark metrics always, the rest when significant in any column.
 
     LKP's columns are 10 characters wide; they widen here when a value (a
     byte count, a cycle count) or a %change does not fit, so they stay aligned.
     """
-    a, b = d["arms"][0]["kernel"], d["arms"][1]["kernel"]
-    rows = [m for m in d["metrics"] if m["benchmark"] or m["significant"] or show_all]
-    w = max([10] + [len(_val(m[k]["mean"])) for m in rows for k in ("a", "b")])
-    cw = max([10] + [len(_pct(m["pct_change"])) for m in rows])  # the %change column
+    names = [a["kernel"] for a in d["arms"]]
+    rows = [m for m in d["metrics"] if m["benchmark"] or show_all or any(c["significant"] for c in _columns(m))]
+    w = max([10] + [len(_val(m["a"]["mean"])) for m in rows]
+            + [len(_val(c["b"]["mean"])) for m in rows for c in _columns(m)])
+    cw = max([10] + [len(_pct(c["pct_change"])) for m in rows for c in _columns(m)])  # the %change columns
     pad, cpad = w - 10, cw - 10
-    lines = [f"{a:>{16 + pad}} {b:>{27 + pad + cpad}}", "-" * (16 + pad) + " " + "-" * (27 + pad + cpad),
-             f"{'%stddev':>{16 + pad}} {'%change':>{11 + cpad}} {'%stddev':>{15 + pad}}",
-             " " * (15 + pad) + "\\" + " " * (10 + cpad) + "|" + " " * (16 + pad) + "\\"]
+    more = names[1:]
+    lines = [f"{names[0]:>{16 + pad}}" + "".join(f" {k:>{27 + pad + cpad}}" for k in more),
+             "-" * (16 + pad) + "".join(" " + "-" * (27 + pad + cpad) for _ in more),
+             f"{'%stddev':>{16 + pad}}" + "".join(f" {'%change':>{11 + cpad}} {'%stddev':>{15 + pad}}" for _ in more),
+             " " * (15 + pad) + "\\" + ("" + " " * (10 + cpad) + "|" + " " * (16 + pad) + "\\") * len(more)]
     for m in rows:
-        left = f"{_val(m['a']['mean']):>{w}}{_sd(m['a']['pct_stddev'])}"
-        right = f"{_val(m['b']['mean']):>{w}}{_sd(m['b']['pct_stddev'])}"
-        lines.append(f"{left} {_pct(m['pct_change']):>{cw}} {right}  {m['metric']}")
+        line = f"{_val(m['a']['mean']):>{w}}{_sd(m['a']['pct_stddev'])}"
+        for c in _columns(m):
+            line += f" {_pct(c['pct_change']):>{cw}} {_val(c['b']['mean']):>{w}}{_sd(c['b']['pct_stddev'])}"
+        lines.append(f"{line}  {m['metric']}")
     return "\n".join(lines)
 
 
 def compare_doc(d: dict[str, Any], show_all: bool = False) -> Doc:
     arms = d["arms"]
     params = " ".join(f"{k}={v}" for k, v in d["params"].items())
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    kernels = "   ".join(f"{letters[i] if i < 26 else i}: {a['kernel']}" for i, a in enumerate(arms))
     head = [
         f"compare {d['workload']} on {d['machine']} ({params})",
-        f"  A: {arms[0]['kernel']}   B: {arms[1]['kernel']}   {d['runs']} run(s) per arm, seeds {d['seeds']}"
-        f"   ({d['executed']} run now, {2 * d['runs'] - d['executed']} from the results store)",
+        f"  {kernels}   {d['runs']} run(s) per arm, seeds {d['seeds']}"
+        f"   ({d['executed']} run now, {len(arms) * d['runs'] - d['executed']} from the results store)",
     ]
-    tests = Table(["metric", "A mean", "B mean", "%change", "LKP gap", "Welch p", "better", "verdict"],
-                  align="lrrrrrll", title="significance (benchmark metrics; both tests must agree)")
+    many = len(arms) > 2
+    tests = Table(["metric"] + (["kernel"] if many else []) + ["A mean", "mean" if many else "B mean", "%change",
+                                                               "LKP gap", "Welch p", "better", "verdict"],
+                  align=("ll" if many else "l") + "rrrrrll",
+                  title="significance (benchmark metrics; both tests must agree)")
     for m in d["metrics"]:
-        if m["benchmark"]:
-            tests.rows.append([m["metric"], fmt_num(m["a"]["mean"]), fmt_num(m["b"]["mean"]), _pct(m["pct_change"]),
-                               "yes" if m["lkp_changed"] else "no", f"{m['welch_p']:.3g}", m["direction"] or "-",
-                               m["verdict"] or "-"])
+        if not m["benchmark"]:
+            continue
+        for i, c in enumerate(m.get("columns") or [m]):
+            tests.rows.append([m["metric"]] + ([letters[i + 1] if i < 25 else str(i + 1)] if many else [])
+                              + [fmt_num(m["a"]["mean"]), fmt_num(c["b"]["mean"]), _pct(c["pct_change"]),
+                                 "yes" if c["lkp_changed"] else "no", f"{c['welch_p']:.3g}", c["direction"] or "-",
+                                 c["verdict"] or "-"])
     doc: Doc = ["\n".join(head), lkp_table(d, show_all), tests, "\n".join(verdict_lines(d))]
     mech = mechanism_lines(d)
     if mech:
@@ -87,6 +107,8 @@ def verdict_lines(d: dict[str, Any]) -> list[str]:
     v = d["verdicts"]
     if not v:
         return []
+    if len(d["arms"]) > 2:  # one headline (or "no change") per kernel against the base
+        return [("FYI, we " + x) if x.startswith("noticed") else x for x in v]
     out = [("FYI, we " + v[0]) if v[0].startswith("noticed") else v[0]]
     others = [m for m in d["metrics"] if m["benchmark"] and m["verdict"] and f" {m['metric']} " not in f"{v[0]} "]
     if others:

@@ -4,8 +4,10 @@ for tests, the engine benchmark and exploring lock implementations.
 Each task, pinned to its own CPU, loops ``iterations`` times: ``think_ns``
 of private work, acquire the lock, ``hold_ns`` of critical section, release.
 ``lock`` picks the primitive: ``spinlock`` (ticket or queued per the
-kernel's ``spinlock`` policy), ``mutex``, ``rwsem-read``, ``rwsem-write``,
-or ``atomic`` (one atomic add on a shared line, no critical section).
+kernel's ``spinlock``/``spinlock_lockstress`` policies), ``mutex``
+(``mutex_osq``, ``mutex_handoff``), ``rwsem-read``, ``rwsem-write`` (the
+``rwsem_*`` policies), or ``atomic`` (one atomic add on a shared line, no
+critical section).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class LockStress:
         "iterations": ParamInfo(1000, "acquisitions per task", parse_int(1), "an integer >= 1"),
         "think_ns": ParamInfo(1000, "private work between acquisitions (ns)", parse_int(0), "an integer >= 0"),
         "hold_ns": ParamInfo(200, "critical section length (ns)", parse_int(0), "an integer >= 0"),
+        "writers": ParamInfo(0, "with lock=rwsem-read: tasks 0..writers-1 take the write side",
+                             parse_int(0), "an integer >= 0"),
         "lock": ParamInfo("spinlock", "lock primitive",
                           parse_choice("spinlock", "mutex", "rwsem-read", "rwsem-write", "atomic"),
                           "spinlock, mutex, rwsem-read, rwsem-write, atomic"),
@@ -42,13 +46,13 @@ class LockStress:
         ctx = system.locks
         kind = p["lock"]
         if kind == "spinlock":
-            lock: Any = Spinlock(ctx, "lockstress", system.spin_kind)
+            lock: Any = Spinlock(ctx, "lockstress", system.spin_kind_for("lockstress"))
         elif kind == "mutex":
-            lock = Mutex(ctx, "lockstress", spin_on_owner=True)
+            lock = Mutex(ctx, "lockstress", spin_on_owner=True, mpolicy=system.mutex_policy())
         elif kind == "atomic":
             lock = AtomicCounter(ctx, "lockstress")
         else:
-            lock = RwSem(ctx, "lockstress", spin_on_owner=system.flag("rwsem_spin_on_owner"))
+            lock = RwSem(ctx, "lockstress", policy=system.rwsem_policy())
         for i in range(p["tasks"]):
             t = Task(i, f"lockstress/{i}", cpu=i)
             system.sched.spawn(t, self._body(system, t, lock, p))
@@ -61,9 +65,11 @@ class LockStress:
             acq, rel = lock.acquire, lock.release
         elif kind == "mutex":
             acq, rel = lock.lock, lock.unlock
-        elif kind == "rwsem-read":
+        elif kind == "atomic":
+            acq = rel = lock.add  # unused: the loop below calls add()
+        elif kind == "rwsem-read" and t.tid >= p["writers"]:
             acq, rel = lock.down_read, lock.up_read
-        elif kind == "rwsem-write":
+        else:  # rwsem-write, or one of the first ``writers`` tasks of rwsem-read
             acq, rel = lock.down_write, lock.up_write
         for _ in range(p["iterations"]):
             if think:

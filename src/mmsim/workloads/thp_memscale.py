@@ -13,6 +13,15 @@ The benchmark time is the elapsed time of the process (``perf stat``).
 published THP-off run with ``-c 80 -b 512m`` shows exactly 10,000,550 page
 faults = 80 × 512·10^6 / 4096 + 550.
 
+``-m`` (param ``basemem``): the published run is ``thp_memscale -C 0 -m 0
+-c 512 -b 512m``. The benchmark's source is not public in the thread, so the
+model reads ``-m`` by analogy with ``-C`` as the first memory node, and
+places each page by first touch on the faulting thread's own node (the
+kernel's default local allocation, which a thread pinned to ``basecpu + i``
+gets). With ``-C 0 -m 0`` that reading and first touch agree; other values
+are accepted (a node of the machine), shown in the command line, and do not
+move memory: the model has no evidence of what the benchmark does with them.
+
 ``mapping=hugetlb`` is Kirill Shutemov's variant in seeds/001 (``mmap`` with
 MAP_HUGETLB instead of malloc; the pool is sized to fit).
 """
@@ -23,14 +32,25 @@ from collections.abc import Generator
 from typing import Any
 
 from mmsim.engine.core import Task
+from mmsim.metrics.sampling import FastForward
 from mmsim.mm import memory
 from mmsim.mm.costs import path
+from mmsim.mm.huge_memory import thp_applies
 from mmsim.mm.mmap import MmStruct
-from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE
+from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE, PUD_SHIFT
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 
 STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB) + guard page
 MALLOC_HEADER = 16  # glibc chunk header of an mmapped chunk (2 * SIZE_SZ)
+# Fast mode (mmsim.metrics.sampling): detailed windows of FF_WINDOW_PER_THREAD faults per thread, then a
+# skip of FF_SKIP_RATIO x the window's simulated time; the first FF_WARM and last FF_TAIL faults of each
+# thread's steady region are always detailed. Chosen for speed (host time ~1/(1 + ratio) of the region),
+# checked against --exact in docs/performance.md; not a model constant (nothing simulated depends on it).
+FF_WINDOW_PER_THREAD = 16
+FF_MIN_WINDOW = 2048
+FF_SKIP_RATIO = 9.0
+FF_WARM = 8
+FF_TAIL = 16
 
 
 def parse_bytes(v: str) -> int:
@@ -55,17 +75,21 @@ class ThpMemscale:
         "mapping": ParamInfo("thp", "thp: malloc with THP per the kernel's thp policy; hugetlb: MAP_HUGETLB",
                              parse_choice("thp", "hugetlb"), "thp, hugetlb"),
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
+        "basemem": ParamInfo(0, "-m: first memory node (see the module docstring: the model places every "
+                             "page on the faulting CPU's node)", parse_int(0), "an integer >= 0"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
         exe = "thp_memscale_hugetlbfs" if p["mapping"] == "hugetlb" else "thp_memscale"
-        return f"{exe} -C {p['basecpu']} -c {p['threads']} -b {p['bytes']}"
+        return f"{exe} -C {p['basecpu']} -m {p['basemem']} -c {p['threads']} -b {p['bytes']}"
 
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
         n = p["threads"]
         from mmsim.errors import UserError
 
+        if p["basemem"] >= len(m.nodes):
+            raise UserError("-p basemem", p["basemem"], f"a node from 0 to {len(m.nodes) - 1} on {m.name}")
         if p["basecpu"] >= m.ncpus:
             raise UserError("-p basecpu", p["basecpu"], f"an integer from 0 to {m.ncpus - 1} on {m.name}")
         if p["basecpu"] + n > m.ncpus:
@@ -78,6 +102,12 @@ class ThpMemscale:
         main.mm = mm
         system.sched.spawn(main, self._main(system, main, p))
         system.workload_state = {"tasks": [], "done": 0, "n": n}
+        if not system.exact and p["mapping"] == "thp" and system.policy("numa_balancing") == "0":
+            system.fast_forward = FastForward(
+                lambda: system.engine.now, system.counters, system.locks.stats, n,
+                window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * n), skip_ratio=FF_SKIP_RATIO,
+                warm=FF_WARM, tail=FF_TAIL,
+            )
         system.start_vmstat_timer(lambda: main.state == "done")
 
     def _main(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
@@ -96,7 +126,8 @@ class ThpMemscale:
         while st["done"] < p["threads"]:
             st["joiner"] = main
             yield system.sched.sleep(main)
-        system.elapsed_ns = system.engine.now
+        ff = system.fast_forward
+        system.elapsed_ns = system.engine.now + (ff.skipped_ns if ff is not None else 0)
 
     def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         mm: MmStruct = t.mm
@@ -125,7 +156,20 @@ class ThpMemscale:
         node = system.machine.cpu_node(t.cpu)
         addr = start & ~(step - 1)
         pending = 0  # user store time charged, folded into the next event
+        ff: FastForward | None = system.fast_forward
+        lo = hi = unit = 0
+        if ff is not None:
+            lo, hi, unit = steady_region(system, vma, start, end)
+            ff.register(t.tid, max(0, (hi - lo) // unit), t.cpu)
         while addr < end:
+            if ff is not None and lo <= addr < hi:
+                k = ff.poll(t.tid, (addr - lo) // unit)
+                if k:
+                    skip_mapped(system, t, addr, k, unit, node)
+                    addr += k * unit
+                    continue
+                if addr + unit >= hi:
+                    ff.leave(t.tid)
             slot = addr >> 21
             state = pt.pmd.get(slot)
             if state != PMD_HUGE and not (state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]):
@@ -140,9 +184,49 @@ class ThpMemscale:
             addr = nxt
         if pending:
             yield pending
+        if ff is not None:
+            ff.exit(t.tid)
 
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         return {"thp_memscale.elapsed_seconds": system.elapsed_ns / 1e9}
+
+
+def steady_region(system: Any, vma: Any, start: int, end: int) -> tuple[int, int, int]:
+    """The part of a thread's buffer where every fault is the same kind:
+    ``(lo, hi, unit)``. With THP, the 2 MiB-aligned middle (one huge fault per
+    2 MiB); without, every 4 KiB page from the first whole one."""
+    hp = 2 << 20
+    lo_h = -(-start // hp) * hp
+    hi_h = end // hp * hp
+    if hi_h > lo_h and thp_applies(system, vma, lo_h):
+        return lo_h, hi_h, hp
+    lo = -(-start // 4096) * 4096
+    return lo, end // 4096 * 4096, 4096
+
+
+def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -> None:
+    """The page-table state after ``k`` skipped faults of ``unit`` bytes from ``addr``
+    (the functional part of a fast-forward; their costs were extrapolated)."""
+    pt = t.mm.pgtables
+    end = addr + k * unit
+    for pud in range(addr >> PUD_SHIFT, ((end - 1) >> PUD_SHIFT) + 1):
+        if pud not in pt.pud_present:
+            pt.pud_present.add(pud)
+            pt.nr_pmd_tables += 1
+    if unit == 2 << 20:
+        for slot in range(addr >> 21, end >> 21):
+            pt.pmd[slot] = PMD_HUGE
+            pt.huge_node[slot] = node
+        return
+    a = addr
+    while a < end:
+        slot = a >> 21
+        nxt = min(end, (slot + 1) << 21)
+        if slot not in pt.pmd:
+            pt.pmd[slot] = PMD_TABLE
+            pt.nr_pte_tables += 1
+        pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
+        a = nxt
 
 
 register(ThpMemscale())

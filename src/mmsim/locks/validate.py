@@ -1,0 +1,171 @@
+"""``mmsim validate --suite locks``: level 1 of the validation pyramid, the
+lock models checked on their own, before the kernel paths rely on them.
+
+Rows, each simulated vs a reference with its source:
+
+* **native**: this host, two pinned threads contending for one spinlock
+  (``lockbench.c``: the v2.6.25..v4.1 x86 ticket lock, and an MCS queue lock
+  as qspinlock's slowpath queues), ns per acquisition at three critical
+  section / think-time lengths, against ``lockstress`` with the same
+  parameters on the host machine model (``-p tasks=2``; kernel v3.12 for
+  ticket, v4.13 for queued). A row is ``ok`` when the error is within ±30 %
+  and the native threads got at least 90 % of their CPU time (cpu share):
+  on a loaded host a preempted holder stalls the other thread for a time
+  slice, which says nothing about the lock.
+* **model curve**: lockstress ticket vs queued over thread counts on
+  ``westmere-ex-4s`` (hold 1 µs, think 10 µs), with the collapse point
+  (thread count of peak throughput). No published curve with numbers was
+  found in the stored corpus (Boyd-Wickizer et al. 2012, the qspinlock /
+  CNA / shuffle-lock cover letters were searched), so these rows carry no
+  reference and no verdict: they show the model's shape, not a validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mmsim.report.tables import Doc, Table, fmt_num
+
+SOURCE = Path(__file__).with_name("lockbench.c")
+TOLERANCE_PCT = 30.0  # issue 16: every row within +-30 %
+MIN_CPU_SHARE = 0.9
+# (lock, hold_ns, think_ns): hand-off bound, balanced, critical-section bound
+NATIVE_CASES = (("ticket", 0, 0), ("ticket", 200, 200), ("ticket", 1000, 500),
+                ("queued", 0, 0), ("queued", 200, 200), ("queued", 1000, 500))
+NATIVE_SAMPLES, NATIVE_ITERS, SIM_ITERS = 5, 20_000, 2000
+CURVE_MACHINE = "westmere-ex-4s"
+CURVE_THREADS = (1, 2, 4, 8, 10, 16, 20, 30, 40)
+CURVE_HOLD_NS, CURVE_THINK_NS, CURVE_ITERS = 1000, 10_000, 200
+KERNEL = {"ticket": "v3.12", "queued": "v4.13"}
+
+
+def _helper() -> Path | None:
+    """lockbench.c compiled (cached per source hash), or None without a C compiler."""
+    src = SOURCE.read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmsim"
+    exe = cache / f"lockbench-{hashlib.sha256(src).hexdigest()[:12]}"
+    if exe.is_file():
+        return exe
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        return None
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = exe.with_suffix(f".{os.getpid()}")
+        r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(SOURCE)], capture_output=True, timeout=60)
+        if r.returncode != 0:
+            return None
+        tmp.replace(exe)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return exe
+
+
+def native_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> tuple[float, float] | None:
+    """Median ns per acquisition and median cpu share of the native two-thread run."""
+    exe = _helper()
+    if exe is None:
+        return None
+    args = [str(exe), "ticket" if lock == "ticket" else "mcs", str(cpus[0]), str(cpus[1]), str(NATIVE_SAMPLES),
+            str(NATIVE_ITERS), str(hold), str(think)]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    try:
+        vals = [tuple(float(x) for x in line.split()) for line in r.stdout.splitlines() if line.strip()]
+    except ValueError:
+        return None
+    if not vals:
+        return None
+    return statistics.median(v[0] for v in vals), statistics.median(v[1] for v in vals)
+
+
+def simulated(machine: str, lock: str, tasks: int, hold: int, think: int, iters: int) -> dict[str, float]:
+    """lockstress on the model: ns per acquisition (wall / acquisitions), acquisitions/s, mean wait."""
+    from mmsim.experiments.run import RunSpec, run
+
+    r = run(RunSpec("lockstress", machine, KERNEL[lock], params={
+        "tasks": str(tasks), "iterations": str(iters), "hold_ns": str(hold), "think_ns": str(think),
+        "lock": "spinlock"}))
+    aps = r.metrics["lockstress.acquisitions_per_second"]
+    return {"ns_per_acq": 1e9 / aps if aps else 0.0, "acq_per_s": aps, "wait_ns": r.metrics["lockstress.mean_wait_ns"]}
+
+
+def _row(machine: str, quantity: str, sim: float, ref: float | None, source: str, kind: str,
+         note: str = "", share: float | None = None) -> dict[str, Any]:
+    err = None if ref is None or ref == 0 else round(100.0 * (sim - ref) / ref, 1)
+    ok: bool | None = None
+    if err is not None:
+        ok = abs(err) <= TOLERANCE_PCT and (share is None or share >= MIN_CPU_SHARE)
+        if share is not None and share < MIN_CPU_SHARE:
+            note = (note + "; " if note else "") + f"host busy: cpu share {100 * share:.0f}% < 90%"
+    return {"suite": "locks", "machine": machine, "quantity": quantity, "simulated": round(sim, 2),
+            "reference": None if ref is None else round(ref, 2), "source": source, "reference_kind": kind,
+            "error_pct": err, "tolerance_pct": TOLERANCE_PCT, "ok": ok, "note": note,
+            "native_cpu_share": share}
+
+
+def native_rows(machine: str, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    from mmsim.machine.host import model_to_host_cpus
+
+    host = model_to_host_cpus()
+    if len(host) < 2 or host[0] < 0 or host[1] < 0:
+        log("locks: fewer than two host CPUs: no native rows")
+        return []
+    cpus = (host[0], host[1])
+    rows = []
+    for lock, hold, think in NATIVE_CASES:
+        log(f"locks: native {lock} lock, 2 threads, hold {hold} ns, think {think} ns")
+        nat = native_ns(lock, hold, think, cpus)
+        sim = simulated(machine, lock, 2, hold, think, SIM_ITERS)["ns_per_acq"]
+        q = f"{lock} 2 threads hold={hold} think={think} ns/acq"
+        if nat is None:
+            rows.append(_row(machine, q, sim, None, "native lockbench did not run (no C compiler?)", "native"))
+            continue
+        rows.append(_row(machine, q, sim, nat[0], f"native lockbench on host CPUs {cpus[0]},{cpus[1]} "
+                         f"(median of {NATIVE_SAMPLES} x {NATIVE_ITERS} iterations)", "native", share=nat[1]))
+    return rows
+
+
+def curve_rows(log: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    for lock in ("ticket", "queued"):
+        log(f"locks: model curve, {lock} lock on {CURVE_MACHINE}")
+        pts = {n: simulated(CURVE_MACHINE, lock, n, CURVE_HOLD_NS, CURVE_THINK_NS, CURVE_ITERS)["acq_per_s"]
+               for n in CURVE_THREADS}
+        peak = max(pts, key=lambda n: pts[n])
+        for n, v in pts.items():
+            rows.append(_row(CURVE_MACHINE, f"{lock} {n} threads acq/s", v, None,
+                             "model only: no published curve with numbers found", "none"))
+        rows.append(_row(CURVE_MACHINE, f"{lock} collapse point (threads at peak)", float(peak), None,
+                         "model only", "none"))
+    return rows
+
+
+def validate_locks(machine: str = "host", log: Callable[[str], None] = lambda s: None,
+                   native: bool = True) -> list[dict[str, Any]]:
+    rows = native_rows(machine, log) if native else []
+    return rows + curve_rows(log)
+
+
+def format_locks(rows: list[dict[str, Any]]) -> Doc:
+    t = Table(["machine", "quantity", "simulated", "reference", "error %", "ok", "source / note"],
+              align="llrrrll", title="Lock validation (level 1):")
+    for r in rows:
+        err = r.get("error_pct")
+        ok = r.get("ok")
+        t.rows.append([str(r["machine"]), str(r["quantity"]), fmt_num(r["simulated"]),
+                       "-" if r.get("reference") is None else fmt_num(r["reference"]),
+                       "-" if err is None else f"{err:+.1f}", "-" if ok is None else ("ok" if ok else "FAIL"),
+                       str(r["source"]) + (f"; {r['note']}" if r.get("note") else "")])
+    return [t]

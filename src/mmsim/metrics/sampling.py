@@ -1,0 +1,291 @@
+"""Sampling with fast-forward for steady-state phases (SMARTS-style).
+
+Workloads whose threads repeat one operation many times (thp_memscale: one
+page fault per page of a buffer) spend most of their host time in a steady
+state. :class:`FastForward` alternates *detailed windows*, simulated event by
+event, with *skips*:
+
+1. **Wait** until every thread is spawned and every live one is inside its
+   steady region (past ``warm`` and before its last ``tail`` operations of
+   it, so start-up and the hand-over between phases are simulated in detail).
+2. **Window**: from one poll to the first poll after ``window_ops``
+   operations in total (and at least ``min_thread_ops`` per thread), snapshot
+   every counter at both ends (perf, vmstat, cycle profile, lock_stat). The
+   window is cut into ``BATCHES`` batches of equal operation counts for the
+   confidence interval.
+3. **Skip** ``F = skip_ratio x W`` of simulated time, capped so that every
+   thread keeps ``tail`` operations of its region for detailed simulation:
+   thread *i* is advanced by ``n_i = round(rate_i x F)`` operations (its own
+   rate in the window; the workload applies the state change, e.g. marks the
+   pages mapped, at the thread's next poll), the counters of its CPU by
+   ``n_i / d_i x`` their window delta (``d_i``: its operations in the window,
+   so its page faults stay exact), every other counter (lock_stat, CPUs
+   without a thread) by ``r x`` its window delta with
+   ``r = sum(n_i) / sum(d_i)``, and ``F`` is added to the run's elapsed time.
+
+All threads skip the same simulated time together, so the contention they
+see (lock queues, shared lines) is the window's. Nothing in the engine's
+time is shifted: time-stamped model state (lock hand-offs, bandwidth
+windows, cache clocks) stays consistent, and the run is simply shorter by
+the skipped operations. The arithmetic is deterministic: the same seed
+gives byte-identical results.
+
+**CI.** Each window's batch durations per operation give a Student-t 95%
+half-width ``h`` of the mean time per operation (relative); the skipped time
+is uncertain by ``h x F``; independent windows add in quadrature. Reported as
+``elapsed_ci95_seconds`` (half-width) next to the elapsed time. It counts only
+the rate noise inside each window: measured against ``--exact`` it
+understates the error (the difference was 1.2x and 1.7x the half-width on
+the two cases of docs/performance.md).
+
+``--exact`` (``RunSpec.exact``) turns this off: every operation is an event.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+from mmsim.metrics.counters import Counters, LockStat
+
+BATCHES = 8
+# Student-t 0.975 quantiles for BATCHES - 1 = 7 degrees of freedom (any table)
+T975_7 = 2.365
+
+WAIT, WINDOW, SKIPPING = range(3)
+
+
+def _lock_tuple(s: LockStat) -> tuple[int, int, int, int, int, dict[str, int]]:
+    return (s.acquisitions, s.contentions, s.wait_ns_total, s.hold_ns_total, s.instances, dict(s.extra))
+
+
+class _Snapshot:
+    """Every additive counter of a run at one moment."""
+
+    __slots__ = ("perf", "vm", "prof_ns", "prof_insns", "locks")
+
+    def __init__(self, c: Counters, locks: dict[str, LockStat]) -> None:
+        self.perf = [list(p) for p in c.perf]
+        self.vm = [list(v) for v in c.vm]
+        self.prof_ns = [dict(d) for d in c.prof_ns]
+        self.prof_insns = [dict(d) for d in c.prof_insns]
+        self.locks = {k: _lock_tuple(s) for k, s in locks.items()}
+
+
+def _scaled(delta: int, r: float) -> int:
+    return round(delta * r)
+
+
+def extrapolate(
+    c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float, r_cpu: dict[int, float] | None = None
+) -> None:
+    """Add ``r x`` (now - ``a``) to every additive counter (maxima are left alone);
+    a CPU in ``r_cpu`` has its own factor (its thread's skipped / window operations)."""
+    r0 = r
+    for cpu in range(c.ncpus):
+        r = r_cpu.get(cpu, r0) if r_cpu else r0
+        p, p0 = c.perf[cpu], a.perf[cpu]
+        for j in range(len(p)):
+            if p[j] != p0[j]:
+                p[j] += _scaled(p[j] - p0[j], r)
+        v, v0 = c.vm[cpu], a.vm[cpu]
+        for j in range(len(v)):
+            if v[j] != v0[j]:
+                v[j] += _scaled(v[j] - v0[j], r)
+        for d, d0 in ((c.prof_ns[cpu], a.prof_ns[cpu]), (c.prof_insns[cpu], a.prof_insns[cpu])):
+            for f in sorted(d):
+                dv = d[f] - d0.get(f, 0)
+                if dv:
+                    d[f] += _scaled(dv, r)
+    r = r0
+    for name in sorted(locks):
+        s = locks[name]
+        acq, cont, wait, hold, inst, extra = a.locks.get(name, (0, 0, 0, 0, 0, {}))
+        s.acquisitions += _scaled(s.acquisitions - acq, r)
+        s.contentions += _scaled(s.contentions - cont, r)
+        s.wait_ns_total += _scaled(s.wait_ns_total - wait, r)
+        s.hold_ns_total += _scaled(s.hold_ns_total - hold, r)
+        s.instances += _scaled(s.instances - inst, r)
+        for k in sorted(s.extra):
+            s.extra[k] += _scaled(s.extra[k] - extra.get(k, 0), r)
+
+
+class FastForward:
+    """The sampling controller of one run (see the module docstring).
+
+    A thread calls :meth:`register` once with its steady region's size in
+    operations, then :meth:`poll` before each operation of the region with
+    that operation's index; a non-zero return is the number of operations it
+    must skip at once (apply the state change, move on). :meth:`leave` when
+    it is past its region, :meth:`exit` when it ends.
+
+    A skip needs the whole population in steady state: all ``nthreads``
+    registered and every thread that has not exited inside its region, past
+    its first ``warm`` and before its last ``tail`` operations. A window
+    during which any thread leaves that state is discarded.
+    """
+
+    def __init__(
+        self,
+        now: Callable[[], int],
+        counters: Counters,
+        locks: dict[str, LockStat],
+        nthreads: int,
+        *,
+        window_ops: int,
+        skip_ratio: float,
+        warm: int,
+        tail: int,
+        min_thread_ops: int = 4,
+    ) -> None:
+        self._now = now
+        self.counters = counters
+        self.locks = locks
+        self.n = nthreads
+        self.window_ops = window_ops
+        self.skip_ratio = skip_ratio
+        self.warm = warm
+        self.tail = tail
+        self.min_thread_ops = min_thread_ops
+        self.hi: dict[int, int] = {}
+        self.pos: dict[int, int] = {}
+        self.cpu: dict[int, int] = {}
+        self.steady: set[int] = set()  # threads inside [warm, hi - tail] of their region
+        self.gone: set[int] = set()
+        self.blocking = nthreads  # threads neither steady nor gone
+        self.state = WAIT
+        self.sum_pos = 0
+        self.pending: dict[int, int] = {}
+        # window bookkeeping
+        self._t0 = 0
+        self._snap: _Snapshot | None = None
+        self._pos0: dict[int, int] = {}
+        self._sum0 = 0
+        self._batch_marks: list[int] = []
+        # results
+        self.skipped_ns = 0
+        self.skipped_ops = 0
+        self.detailed_window_ops = 0
+        self.cycles = 0
+        self.windows_discarded = 0
+        self._var_ns2 = 0.0
+
+    def register(self, i: int, nops: int, cpu: int) -> None:
+        """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations."""
+        self.hi[i] = nops
+        self.pos[i] = 0
+        self.cpu[i] = cpu
+
+    def _unsteady(self, i: int) -> None:
+        if i in self.steady:
+            self.steady.discard(i)
+            self.blocking += 1
+            if self.state == WINDOW:
+                self.state = WAIT
+                self.windows_discarded += 1
+
+    def leave(self, i: int) -> None:
+        """Thread ``i`` is past its steady region."""
+        self._unsteady(i)
+
+    def exit(self, i: int) -> None:
+        """Thread ``i`` has ended: it no longer takes part."""
+        self._unsteady(i)
+        if i not in self.gone:
+            self.gone.add(i)
+            self.blocking -= 1
+
+    def poll(self, i: int, pos: int) -> int:
+        """Thread ``i`` is about to do operation ``pos`` of its region."""
+        old = self.pos[i]
+        self.pos[i] = pos
+        self.sum_pos += pos - old
+        if self.state == SKIPPING:
+            n = self.pending.pop(i, 0)
+            if n:
+                self.pos[i] = pos + n
+                self.sum_pos += n
+            if not self.pending:
+                self.state = WAIT
+            return n
+        if self.warm <= pos <= self.hi[i] - self.tail:
+            if i not in self.steady:
+                self.steady.add(i)
+                self.blocking -= 1
+        else:
+            self._unsteady(i)
+        st = self.state
+        if st == WAIT:
+            if self.blocking == 0 and len(self.hi) == self.n:
+                self._start_window()
+            return 0
+        if st == WINDOW:
+            done = self.sum_pos - self._sum0
+            marks = self._batch_marks
+            if len(marks) < BATCHES and done * BATCHES >= self.window_ops * len(marks):
+                marks.append(self._now())
+            if done >= self.window_ops and len(marks) == BATCHES:
+                if min(self.pos[j] - self._pos0[j] for j in self.steady) >= self.min_thread_ops:
+                    self._end_window()
+        return 0
+
+    def _start_window(self) -> None:
+        self.state = WINDOW
+        self._t0 = self._now()
+        self._snap = _Snapshot(self.counters, self.locks)
+        self._pos0 = {j: self.pos[j] for j in self.steady}
+        self._sum0 = self.sum_pos
+        self._batch_marks = [self._t0]
+
+    def _end_window(self) -> None:
+        t1 = self._now()
+        w = t1 - self._t0
+        marks = self._batch_marks + [t1]
+        d = {j: self.pos[j] - self._pos0[j] for j in sorted(self.steady)}
+        total = sum(d.values())
+        self.state = WAIT
+        if w <= 0 or total <= 0:
+            return
+        f = self.skip_ratio * w
+        for j, dj in d.items():
+            room = self.hi[j] - self.tail - self.pos[j]
+            f = min(f, room * w / dj)
+        if f < w:  # not worth a skip (a thread is near its tail): go on in detail
+            return
+        n = {j: round(dj * f / w) for j, dj in d.items()}
+        skipped = sum(n.values())
+        r = skipped / total
+        assert self._snap is not None
+        # per CPU, its thread's own factor: its skipped operations are counted exactly
+        extrapolate(self.counters, self.locks, self._snap, r, {self.cpu[j]: n[j] / d[j] for j in d if d[j]})
+        fns = round(f)
+        self.skipped_ns += fns
+        self.skipped_ops += skipped
+        self.detailed_window_ops += total
+        self.cycles += 1
+        # batch means of the time per operation (equal operation counts per batch, roughly)
+        durs = [b - a for a, b in itertools.pairwise(marks)]
+        mean = sum(durs) / len(durs)
+        var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
+        h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
+        self._var_ns2 += (h * fns) ** 2
+        self.pending = {j: k for j, k in n.items() if k}
+        if self.pending:
+            self.state = SKIPPING
+
+    @property
+    def ci95_ns(self) -> float:
+        """95% half-width of the elapsed time's sampling error, in ns."""
+        return math.sqrt(self._var_ns2)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "ff_cycles": self.cycles,
+            "ff_skipped_ops": self.skipped_ops,
+            "ff_window_ops": self.detailed_window_ops,
+            "ff_windows_discarded": self.windows_discarded,
+            "ff_skipped_seconds": self.skipped_ns / 1e9,
+            "elapsed_ci95_seconds": round(self.ci95_ns / 1e9, 9),
+        }

@@ -1,0 +1,40 @@
+"""The guard's wall-time estimate (mmsim.experiments.guard): the > 5 min refusal and its exemptions."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmsim.errors import UserError
+from mmsim.experiments import guard
+from mmsim.machine import get_machine
+from mmsim.workloads.base import get_workload, resolve_params
+
+
+def _thp_off(nbytes: str) -> dict[str, object]:
+    return resolve_params(get_workload("thp_memscale"), {"threads": "72", "bytes": nbytes})
+
+
+def test_fast_mode_estimate_is_the_fast_share_of_the_4k_events() -> None:
+    m = get_machine("xeon-e5-2699v3-2s")
+    p, pol = _thp_off("512m"), {"thp": "never"}
+    exact = guard.estimate("thp_memscale", p, m, pol, exact=True)
+    fast = guard.estimate("thp_memscale", p, m, pol)
+    assert fast.events == exact.events  # events are those of exact simulation; only the wall differs
+    # the 4 KiB faults dominate this arm: its fast wall is about the fast share (0.11) of the exact one
+    assert 0.1 * exact.wall < fast.wall < 0.2 * exact.wall
+
+
+def test_long_run_refused_unless_forced_or_exact() -> None:
+    m = get_machine("xeon-e5-2699v3-2s")
+    p, pol = _thp_off("8g"), {"thp": "never"}
+    est = guard.estimate("thp_memscale", p, m, pol)
+    assert est.wall > guard.DEFAULT_MAX_WALL
+    with guard.override("1e12", None, False), pytest.raises(UserError) as e:
+        guard.check("thp_memscale", p, m, pol)
+    assert "estimated wall time" in str(e.value) and "--force" in str(e.value)
+    with guard.override("1e12", None, True):
+        guard.check("thp_memscale", p, m, pol)  # --force
+    with guard.override("1e12", None, False):
+        guard.check("thp_memscale", p, m, pol, exact=True)  # --exact: asked for on purpose
+    # issue 20's 72-thread x 512m THP-off arm: ~9.0 M faults, within the limit in fast mode
+    assert guard.estimate("thp_memscale", _thp_off("512m"), m, pol).wall < 60
