@@ -22,15 +22,13 @@ Rows, each simulated vs a reference with its source:
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import statistics
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mmsim.cbuild import compiled
 from mmsim.report.tables import Doc, Table, fmt_num
 
 SOURCE = Path(__file__).with_name("lockbench.c")
@@ -48,24 +46,7 @@ KERNEL = {"ticket": "v3.12", "queued": "v4.13"}
 
 def _helper() -> Path | None:
     """lockbench.c compiled (cached per source hash), or None without a C compiler."""
-    src = SOURCE.read_bytes()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmsim"
-    exe = cache / f"lockbench-{hashlib.sha256(src).hexdigest()[:12]}"
-    if exe.is_file():
-        return exe
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if cc is None:
-        return None
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = exe.with_suffix(f".{os.getpid()}")
-        r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(SOURCE)], capture_output=True, timeout=60)
-        if r.returncode != 0:
-            return None
-        tmp.replace(exe)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return exe
+    return compiled(SOURCE, "lockbench")
 
 
 def native_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> tuple[float, float] | None:

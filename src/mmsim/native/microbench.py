@@ -14,10 +14,8 @@ spoils a few samples, not the median).
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmsim.cbuild import compiled
 from mmsim.native import sysinfo, tasks
 
 REPEATS = 3  # bandwidth passes (each streams 128 MiB or more)
@@ -177,24 +176,7 @@ def stat(values: list[float]) -> Stat:
 
 def helper() -> Path | None:
     """The compiled native/mb.c (cached per source hash), or None when no C compiler works."""
-    src = MB_SOURCE.read_bytes()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmsim"
-    exe = cache / f"mb-{hashlib.sha256(src).hexdigest()[:12]}"
-    if exe.is_file():
-        return exe
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if cc is None:
-        return None
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = exe.with_suffix(f".{os.getpid()}")
-        r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(MB_SOURCE)], capture_output=True, timeout=60)
-        if r.returncode != 0:
-            return None
-        tmp.replace(exe)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return exe
+    return compiled(MB_SOURCE, "mb")
 
 
 def _run(args: list[str], timeout: float = 120.0) -> Stat | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from mmsim.errors import UserError
 from mmsim.native import sysinfo
-from mmsim.native.journal import Journal
+from mmsim.native.journal import Journal, _group_members
 
 # At most half of MemAvailable: leaves the other half to the page cache and to
 # the other users of the host, and keeps a run well clear of reclaim (whose
@@ -329,14 +329,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def _group_alive(pgid: int) -> bool:
     """Some member of process group ``pgid`` is still running (zombies awaiting init do not count)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return bool(_group_members(pgid))
 
 
 def die_with_parent(parent: int) -> Callable[[], None]:
