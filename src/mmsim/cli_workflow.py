@@ -187,13 +187,13 @@ def sweep_cmd(
     from mmsim.report.lkp import sweep_doc
 
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
-    bar, cb = _progress(progress, f"sweep {workload}")
+    bar, cb = _progress(progress, f"sweep {workload}", hold_first_batch=bool(metric))  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
         s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
                   _store(store, no_store), fresh, cb, noise)
-    d = s.to_dict()
-    if metric and not any(metric in p["summary"] for p in d["points"]):
-        raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
+        d = s.to_dict()
+        if metric and not any(metric in p["summary"] for p in d["points"]):  # held progress lines stay unsaid
+            raise UserError("--metric", metric, sorted(d["points"][0]["summary"]))
     if json_out:
         _emit_json(d)
     else:
