@@ -44,7 +44,7 @@ WORKLOADS: dict[str, Any] = {
         "nr_task": st.integers(1, 8).map(str), "memsize": st.just("4194304"),
         "mode": st.sampled_from(["processes", "threads"])}),
     "lmbench/bw_unix": st.fixed_dictionaries({
-        "pairs": st.integers(1, 4).map(str), "bytes": st.just("1048576"), "repetitions": st.just("1")}),
+        "pairs": st.integers(1, 8).map(str), "bytes": st.just("1048576"), "repetitions": st.just("1")}),
 }
 
 

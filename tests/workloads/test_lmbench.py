@@ -112,3 +112,23 @@ def test_same_seed_same_result() -> None:
     for d in (a, b):
         d["sim"].pop("wall_seconds")
     assert a == b
+
+
+def test_pair_cpus_oversubscribed_round_robin() -> None:
+    tiny = get_machine("tiny")
+    # past ncpus // 2 pairs, the tasks go round-robin over the idle-machine order
+    assert pair_cpus(tiny, 8) == pair_cpus(tiny, 4) * 2
+    assert pair_cpus(tiny, 5) == [*pair_cpus(tiny, 4), (0, 1)]
+
+
+def test_oversubscribed_run_time_shares_and_counts_context_switches() -> None:
+    def go(pairs: str) -> Any:
+        return run(RunSpec("lmbench/bw_unix", "tiny", "v6.6",
+                           params={"pairs": pairs, "bytes": "512k", "warmup": "0", "repetitions": "1"}))
+
+    four, eight = go("4"), go("8")  # 8 tasks on 8 CPUs; 16 tasks on 8 CPUs
+    # regression values of this model: each pair's sleep/wake pattern is the same, so
+    # twice the pairs switch twice as often; sharing the CPUs makes each pair slower
+    assert (four.perf["context-switches"], eight.perf["context-switches"]) == (20, 40)
+    assert eight.metrics["bw_unix.timed_seconds"] > four.metrics["bw_unix.timed_seconds"]
+    assert eight.metrics[BW] > 0

@@ -12,6 +12,22 @@ non-preemptible (CONFIG_PREEMPT_NONE / VOLUNTARY) server kernel has.
 
 Context switches are counted for the task switched *out* (as perf's
 ``context-switches`` software event does, in ``perf_event_task_sched_out``).
+
+*Time sharing* (:meth:`Scheduler.enable_time_sharing`, used by a workload that
+places more tasks than CPUs) follows v6.6 ``kernel/sched/fair.c`` (EEVDF):
+``sysctl_sched_base_slice`` = 0.75 ms × ``get_update_sysctl_factor()``, the
+factor ``1 + ilog2(min(ncpus, 8))`` (``SCHED_TUNABLESCALING_LOG``, the
+default). A task runs its slice; ``update_deadline`` then calls
+``resched_curr`` when ``nr_running > 1`` and the task switches out at its next
+preemption point. A task woken onto a busy CPU (``check_preempt_wakeup``) does
+not preempt before the current task has used its slice: v6.6's
+``RUN_TO_PARITY`` feature protects the current task's slice. Simplifications,
+stated: the slice ends exactly, not at the next tick (HZ granularity); the
+``RUN_TO_PARITY`` early exit at 0-lag and nice weights are not modelled (all
+tasks nice 0, so ``calc_delta_fair`` is the identity); the run queue is FIFO,
+which for equal-weight tasks that each run one slice is EEVDF's pick order.
+Kworkers (:meth:`Scheduler.run_kernel_work`) still ask for the CPU at once.
+Without time sharing nothing of this applies.
 """
 
 from __future__ import annotations
@@ -23,9 +39,19 @@ from typing import Any
 from mmsim.engine.core import PARK, Engine, Task
 from mmsim.metrics.counters import CONTEXT_SWITCHES, Counters
 
+#: v6.6 kernel/sched/fair.c: ``normalized_sysctl_sched_base_slice = 750000ULL``.
+BASE_SLICE_NS = 750_000
+
+
+def sched_base_slice_ns(ncpus: int) -> int:
+    """v6.6 ``sysctl_sched_base_slice``: 0.75 ms × (1 + ilog2(min(ncpus, 8)))
+    (``get_update_sysctl_factor``, ``SCHED_TUNABLESCALING_LOG``)."""
+    return BASE_SLICE_NS * (1 + (min(max(ncpus, 1), 8).bit_length() - 1))
+
 
 class Cpu:
-    __slots__ = ("id", "current", "runqueue", "need_resched", "idle_since", "idle_ns")
+    __slots__ = ("id", "current", "runqueue", "need_resched", "idle_since", "idle_ns",
+                 "exec_start", "slice_armed")
 
     def __init__(self, cpu_id: int) -> None:
         self.id = cpu_id
@@ -34,6 +60,8 @@ class Cpu:
         self.need_resched = False
         self.idle_since = 0
         self.idle_ns = 0
+        self.exec_start = 0  # when ``current`` was switched in (time sharing)
+        self.slice_armed = -1  # exec_start of the slice whose end is already queued
 
 
 class Scheduler:
@@ -57,7 +85,31 @@ class Scheduler:
         self.counters = counters
         self.ctx_switch_ns = ctx_switch_ns
         self.wakeup_ns = wakeup_ns
+        self.slice_ns = 0  # 0: no time sharing (every waiting task asks for the CPU at once)
         engine.on_exit(self._exit)
+
+    def enable_time_sharing(self) -> None:
+        """More tasks than CPUs: time-share each CPU in v6.6 slices (module docstring)."""
+        self.slice_ns = sched_base_slice_ns(len(self.cpus))
+
+    def _want_cpu(self, cpu: Cpu, task: Task) -> None:
+        """``task`` waits on busy ``cpu``: ask the current task to reschedule, at once
+        or (time sharing, a user task) when the current task's slice ends."""
+        if not self.slice_ns or task.tid < 0:
+            cpu.need_resched = True
+            return
+        end = cpu.exec_start + self.slice_ns
+        if self.engine.now >= end:
+            cpu.need_resched = True
+        elif cpu.slice_armed != cpu.exec_start:
+            cpu.slice_armed = cpu.exec_start
+            self.engine.call_at(end, self._slice_end, (cpu, cpu.exec_start))
+
+    def _slice_end(self, arg: tuple[Cpu, int]) -> None:
+        """``update_deadline``: the slice is used up; ``resched_curr`` if others wait."""
+        cpu, start = arg
+        if cpu.exec_start == start and cpu.current is not None and cpu.runqueue:
+            cpu.need_resched = True
 
     # -- task lifetime ----------------------------------------------------
     def spawn(self, task: Task, gen: Generator[Any, Any, None], delay: int = 0) -> None:
@@ -77,10 +129,11 @@ class Scheduler:
         if cpu.current is None:
             cpu.idle_ns += self.engine.now - cpu.idle_since
             cpu.current = task
+            cpu.exec_start = self.engine.now
             self.engine.wake(task, 0)
         else:
             cpu.runqueue.append(task)
-            cpu.need_resched = True
+            self._want_cpu(cpu, task)
 
     def _exit(self, task: Task) -> None:
         cpu = self.cpus[task.cpu]
@@ -93,9 +146,17 @@ class Scheduler:
         if cpu.runqueue:
             nxt = cpu.runqueue.popleft()
             cpu.current = nxt
-            cpu.need_resched = bool(cpu.runqueue)
             nxt.state = "running"
             cost = self.counters.busy(cpu.id, "__schedule", self.ctx_switch_ns)
+            if not self.slice_ns:
+                cpu.need_resched = bool(cpu.runqueue)
+            else:
+                cpu.exec_start = self.engine.now + cost  # the slice starts when nxt runs
+                kworker = any(t.tid < 0 for t in cpu.runqueue)
+                if kworker:
+                    cpu.need_resched = True
+                elif cpu.runqueue:
+                    self._want_cpu(cpu, cpu.runqueue[0])
             self.engine.wake(nxt, cost, nxt.data.pop("wake_value", None))
         else:
             cpu.idle_since = self.engine.now
@@ -119,11 +180,12 @@ class Scheduler:
             cpu.current = task
             task.state = "running"
             cost = self.wakeup_ns + self.counters.busy(cpu.id, "__schedule", self.ctx_switch_ns)
+            cpu.exec_start = self.engine.now + cost
             self.engine.wake(task, cost, value)
         else:
             task.data["wake_value"] = value
             cpu.runqueue.append(task)
-            cpu.need_resched = True
+            self._want_cpu(cpu, task)
 
     # -- preemption ----------------------------------------------------------
     def cond_resched(self, task: Task) -> Generator[Any, Any, None]:
@@ -141,6 +203,13 @@ class Scheduler:
         cpu.runqueue.append(task)
         self._switch_to_next(cpu)
         yield PARK
+
+    def user_return(self, task: Task) -> Generator[Any, Any, None]:
+        """Return to user space (``exit_to_user_mode_loop``): a preemption point,
+        honoured only when time sharing (so runs that are not oversubscribed are
+        exactly as before)."""
+        if self.slice_ns and self.cpus[task.cpu].need_resched:
+            yield from self.cond_resched(task)
 
     def run_kernel_work(self, cpu_id: int, func: str, ns: int) -> None:
         """Queue a short kernel-thread work item (a kworker) on ``cpu_id``.
