@@ -478,6 +478,27 @@ def _pmbench_duration(v: str) -> float:
     return x
 
 
+def _only_default(workload: str, names: tuple[str, ...]) -> dict[str, ParamInfo]:
+    """The simulated workload's parameters that the native port does not implement: each is taken (so one
+    command line serves both modes) at its simulated default only; any other value is a one-line error."""
+    from mmsim.workloads.base import get_workload
+
+    sim = get_workload(workload).params
+    out = {}
+    for name in names:
+        info = sim[name]
+
+        def parse(v: str, info: ParamInfo = info) -> Any:
+            x = info.parse(v)
+            if x != info.default:
+                raise ValueError(v)
+            return x
+
+        out[name] = ParamInfo(info.default, f"{info.help} (natively only the default)", parse,
+                              f"{info.default!r} (the native port implements only the default)")
+    return out
+
+
 register(NativeWorkload(
     name="pmbench",
     description="pmbench's uniform pattern with one thread, ported to C (native/mb.c): accesses per second",
@@ -490,6 +511,8 @@ register(NativeWorkload(
         "jobs": ParamInfo(1, "-j: worker threads (natively only 1)", parse_int(1, 1), "1"),
         "read_pct": ParamInfo(50, "-r: read percentage", parse_int(0, 100), "an integer 0..100"),
         "duration": ParamInfo(5.0, "DURATION in seconds", _pmbench_duration, "seconds, 0 < s <= 3600"),
+        **_only_default("pmbench", ("shape", "delay", "cold", "initialize", "sampling", "mempolicy", "nodes",
+                                    "mpol_flags", "basecpu", "memhog", "memhog_exit")),
     },
     body=_pmbench,
     footprint=lambda p: int(p["mapsize"]) << 20,
