@@ -20,8 +20,18 @@ def test_fast_mode_estimate_is_the_fast_share_of_the_4k_events() -> None:
     exact = guard.estimate("thp_memscale", p, m, pol, exact=True)
     fast = guard.estimate("thp_memscale", p, m, pol)
     assert fast.events == exact.events  # events are those of exact simulation; only the wall differs
-    # the 4 KiB faults dominate this arm: its fast wall is about the fast share (0.11) of the exact one
+    # the 4 KiB faults dominate this arm: its fast wall is about the fast share (measured 0.106) of the exact one
     assert 0.1 * exact.wall < fast.wall < 0.2 * exact.wall
+
+
+def test_fast_share_follows_the_fast_forward_settings() -> None:
+    # issue 20's 72-thread arm: 72 x 24 edge faults + a 2,048-fault window + a tenth of the rest = 0.1004
+    # (measured: 0.106 of the exact events)
+    assert guard.fast_4k_share("thp_memscale", 9_000_000, 72) == pytest.approx((1728 + 2048 + 8_996_224 / 10) / 9e6)
+    # 3 threads x 6m on tiny: 4,398 faults, mostly inside the first 2,048-fault window and the edges
+    assert guard.fast_4k_share("thp_memscale", 4398, 3) == pytest.approx((72 + 2048 + 2278 / 10) / 4398)
+    assert guard.fast_4k_share("thp_memscale", 1000, 3) == 1.0  # too short to skip anything
+    assert guard.fast_4k_share("pmbench", 10**6, 8) == 1.0  # no fast mode
 
 
 def test_long_run_refused_unless_forced_or_exact() -> None:

@@ -96,10 +96,6 @@ WALL_US_PER_EVENT: dict[str, float] = {
     "lockstress": 1.5,
 }
 WALL_FIXED_S = 0.03
-# Fast mode (metrics/sampling.py) on thp_memscale's 4 KiB steady state: 5,819,238 events for the 72-thread x
-# 512m THP-off arm against ~9.0 M faults x 6.1 events per fault event by event (0.106). Huge-page runs are
-# estimated as exact: their threads are rarely all in the steady region at once (split-pmd-ptl skips nothing).
-FAST_4K_EVENT_SHARE = {"thp_memscale": 0.11}
 # Events outside the units above (ticks, pmbench's first touches and page-sampling steps): ~4 us (the ticks:
 # 72.6 s elapsed / 15.4 M events on a loaded host; page sampling's start-up events ~(0.06 - 0.03) s / 4,743).
 OTHER_EVENT_US = 4.0
@@ -394,7 +390,7 @@ def estimate(
 ) -> Estimate:
     """Events, peak host memory and wall time of one run, from its resolved parameters (cheap: no System).
     The events are those of event-by-event (``exact``) simulation; the wall time is that of the mode asked
-    for (fast mode skips most of a steady 4 KiB stretch: :data:`FAST_4K_EVENT_SHARE`)."""
+    for (fast mode skips most of a steady 4 KiB stretch: :func:`fast_4k_share`)."""
     wk = _work(workload, params, machine, policies)
     ks, kh = EVENTS_PER_UNIT.get(workload, DEFAULT_EVENTS_PER_UNIT)
     second = SECOND_UNIT.get(workload, "2 MiB faults")
@@ -408,11 +404,29 @@ def estimate(
         basis += f" + {wk.sim_seconds:.3g} simulated s x {wk.threads} threads x {TICK_EVENTS_PER_S:g}"
     if wk.extra_events:
         basis += f" + {wk.extra_events:,.0f} events of first touches and page sampling"
-    share = 1.0 if exact else FAST_4K_EVENT_SHARE.get(workload, 1.0)
+    share = 1.0 if exact else fast_4k_share(workload, wk.small, wk.threads)
     unit_events = wk.small * ks * share + wk.huge * kh
     wall = (WALL_FIXED_S + unit_events * WALL_US_PER_EVENT.get(workload, max(WALL_US_PER_EVENT.values())) / 1e6
             + (events - wk.small * ks - wk.huge * kh) * OTHER_EVENT_US / 1e6 + wk.extra_wall)
     return Estimate(_to_int(events), _to_int(memory), basis + wk.wall_basis, wall, wk.sim_seconds, wk.sim_bytes)
+
+
+def fast_4k_share(workload: str, ops: int, threads: int) -> float:
+    """The share of a run's 4 KiB operations that fast mode (:mod:`mmsim.metrics.sampling`) still simulates,
+    from the workload's own fast-forward settings: each thread's first ``warm`` and last ``tail`` operations,
+    the first window (``window_ops``), then ``1 / (1 + skip_ratio)`` of the rest. Measured against this: the
+    72-thread x 512m THP-off arm simulated 5,819,238 events of ~9.0 M faults x 6.1 exact (0.106; this gives
+    0.100). Huge-page operations are estimated as exact: their threads are rarely all in the steady region at
+    once (split-pmd-ptl skips nothing)."""
+    if workload != "thp_memscale" or ops <= 0:
+        return 1.0
+    from mmsim.workloads import thp_memscale as t
+
+    n = max(1, threads)
+    window = max(t.FF_MIN_WINDOW, t.FF_WINDOW_PER_THREAD * n)
+    edges = n * (t.FF_WARM + t.FF_TAIL)
+    rest = max(0, ops - edges - window)
+    return min(1.0, (min(ops, edges + window) + rest / (1 + t.FF_SKIP_RATIO)) / ops)
 
 
 def _to_int(x: float) -> int:
