@@ -341,8 +341,12 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
         RDTSCP_PAIR_CYC,
         TICK_NS,
         WARMUP_RUNS,
+        Pmbench,
     )
 
+    if Pmbench.lkp_mode(p):
+        _pmbench_lkp(p, machine, numa, out)
+        return
     npages = (p["setsize"] << 20) // PAGE
     llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
     access_ns = (RDTSCP_PAIR_CYC + HISTO_LOOP_CYC + PATTERN_CYC[p["pattern"]] + p["delay"]) / machine.freq_ghz
@@ -383,6 +387,29 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
     per_page = PAGED_BYTES_PER_PAGE if paged else (PAGE // 64) * PMBENCH_LINE_BYTES
     out.memory += npages * per_page + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
     out.what = "access batches and page faults"
+
+
+# The multi-process window model (workloads/pmbench_lkp.py): per process and chunk (100 ms, or a scan period)
+# a few events; per scan up to 8 x scan_size_mb of PTE tables, ~2 events each. Host bytes per page of a map:
+# the dense NUMA arrays (present 1, nid 2, protnone 1, last_cpu 2, scan_ms 8), the struct page stamps (8), the
+# scanner's masks and the chunk's float temporaries (~40, estimate). Wall per event: the pmbench unit's 120 us is
+# for access batches; these events are change_pte_range tables and chunks (~60 us, estimate).
+LKP_BYTES_PER_PAGE = 62
+LKP_US_PER_EVENT = 60.0
+
+
+def _pmbench_lkp(p: dict[str, Any], machine: Any, numa: bool, out: _Work) -> None:
+    pages = (p["mapsize"] << 20) // PAGE
+    procs = p["processes"]
+    chunks = procs * (p["window"] / 0.1 + 1)
+    scans = procs * p["window"] / 0.1 if numa else 0
+    tables = min(8 * 256 * 256 // 512, -(-pages // 512))
+    out.small = int(chunks * 3 + scans * tables * 2)
+    out.what = "chunks and PTE tables"
+    out.sim_seconds = p["window"]
+    out.threads = 2 * procs
+    out.memory += procs * pages * LKP_BYTES_PER_PAGE + pages * 16
+    out.extra_wall = out.small * (LKP_US_PER_EVENT - WALL_US_PER_EVENT["pmbench"]) / 1e6
 
 
 def estimate(

@@ -235,7 +235,7 @@ def reproduce(
 
 
 # Host seconds per arm (quiet 2-core VM, 2026-12-01), only to order the pool's queue.
-_WEIGHTS = {"split-pmd-ptl": 15.0, "clear-order": 3.0, "hugetlb-rwsem": 3.3, "autonuma-scan": 3.2, "pcp-free-high": 1.0}
+_WEIGHTS = {"split-pmd-ptl": 15.0, "clear-order": 3.0, "hugetlb-rwsem": 3.3, "autonuma-scan": 11, "pcp-free-high": 1.0}
 
 
 def _weight(exp: str) -> float:
