@@ -27,6 +27,7 @@ NAMES = [
     "xeon-phi-7295",
     "host",
     "tiny",
+    "tiny-pmem",
 ]
 COST_FIELDS = [f.name for f in dataclasses.fields(CostModel) if f.name != "sources"]
 

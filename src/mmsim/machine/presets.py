@@ -605,6 +605,7 @@ PRESETS: dict[str, Callable[[], Machine]] = {
     "xeon-phi-7295": functools.cache(xeon_phi_7295),
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
+    "tiny-pmem": functools.cache(lambda: __import__("mmsim.machine.presets_numa", fromlist=["x"]).tiny_pmem()),
 }
 
 _DESCRIPTIONS = {
@@ -615,6 +616,7 @@ _DESCRIPTIONS = {
     "icelake-6338-2s": "2 x Xeon Gold 6338 (Ice Lake-SP), 128 CPUs, 48 MiB LLC per socket",
     "xeon-phi-7295": "Xeon Phi 7295 (Knights Mill), 288 CPUs, 80 GiB, MCDRAM cache mode",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
+    "tiny-pmem": "test machine: tiny + a CPU-less 2 GiB slow-memory node per socket",
     "tiny": "8-CPU test machine with round numbers",
 }
 
