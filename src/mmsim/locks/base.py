@@ -44,6 +44,7 @@ from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters, LockStat
 
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
+SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
 
 
 def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
@@ -167,6 +168,13 @@ class CacheLine:
         """Sum over the spinners ``j`` (with multiplicity) of the cost ``c -> j``
         (``table`` is the socket table: ``tm`` HITM or ``th`` HIT)."""
         co = self.costs
+        cpus = self._cpu
+        if len(cpus) <= SMALL:  # few spinner CPUs: sum them directly
+            r = (co.hitm if table is co.tm else co.hit)[c]
+            t = 0.0
+            for j, k in cpus.items():
+                t += k * r[j]
+            return t
         sc = co.sock[c]
         row = table[sc]
         t = 0.0
@@ -180,6 +188,13 @@ class CacheLine:
     def _in(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
         """Sum over the spinners ``j`` of the cost ``j -> c``."""
         co = self.costs
+        cpus = self._cpu
+        if len(cpus) <= SMALL:
+            m = co.hitm if table is co.tm else co.hit
+            t = 0.0
+            for j, k in cpus.items():
+                t += k * m[j][c]
+            return t
         sc = co.sock[c]
         t = 0.0
         for s, k in self._sock.items():
