@@ -196,16 +196,39 @@ def policies_cmd(json_out: JsonOpt = False) -> None:
     _emit(policies_doc(POLICIES.values(), defaults))
 
 
-@app.command("workloads")
-def workloads_cmd() -> None:
-    """List the workloads and their -p parameters."""
-    from mmsim.report.text import workload_doc
+workloads_app = typer.Typer(help="List the workloads; show one workload's -p parameters.",
+                            invoke_without_command=True)
+app.add_typer(workloads_app, name="workloads")
+
+
+@workloads_app.callback()
+def workloads_cmd(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List the workloads and their -p parameter names (fits 100 columns); --json: every parameter in full."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from mmsim.report.catalogue import workloads_doc, workloads_json
     from mmsim.workloads import list_workloads
 
-    doc: Doc = []
-    for w in list_workloads():
-        doc += workload_doc(w)
-    _emit(doc)
+    if json_out:
+        _emit_json(workloads_json(list_workloads()))
+        return
+    _emit(workloads_doc(list_workloads()))
+
+
+@workloads_app.command("show")
+def workloads_show_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name (see `mmsim workloads`).")],
+    json_out: JsonOpt = False,
+) -> None:
+    """One workload: each -p parameter with its default, allowed values and help."""
+    from mmsim.report.catalogue import workload_show_doc, workloads_json
+    from mmsim.workloads import get_workload
+
+    w = get_workload(workload)
+    if json_out:
+        _emit_json(workloads_json([w])[0])
+        return
+    _emit(workload_show_doc(w))
 
 
 # -- running -----------------------------------------------------------------------

@@ -256,26 +256,6 @@ def patches_table(patches: Iterable[Any]) -> Table:
     return t
 
 
-def _default_text(p: Any) -> str:
-    """A parameter's default as a user would type it: ``auto`` when that is what the default means."""
-    try:
-        if p.parse("auto") == p.default:
-            return "auto"
-    except (ValueError, TypeError):
-        pass
-    return str(p.default)
-
-
-def workload_doc(w: Any) -> Doc:
-    """One workload: its description and a table of its ``-p`` parameters."""
-    doc: Doc = [f"{w.name}: {w.description}"]
-    if w.params:
-        t = Table(["param", "default", "help"], align="lll")
-        t.rows = [[name, _default_text(p), p.help] for name, p in w.params.items()]
-        doc.append(t)
-    return doc
-
-
 # -- mmsim machine show ----------------------------------------------------------
 
 
