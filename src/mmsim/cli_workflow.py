@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmsim.cli_completion import complete_kernel, complete_machine, complete_workload
 from mmsim.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from mmsim.results.store import Store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-MachineOpt = Annotated[str, typer.Option("--machine", "-m", help="Preset name or machine YAML file.")]
+MachineOpt = Annotated[str, typer.Option("--machine", "-m", help="Preset name or machine YAML file.",
+                                         autocompletion=complete_machine)]
 ParamOpt = Annotated[list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a kernel policy in every arm: policy=value.")]
 RunsOpt = Annotated[int, typer.Option("--runs", "-r", help="Runs per kernel (seeds seed, seed+1, ...).")]
@@ -118,9 +120,10 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     kernel: Annotated[list[str], typer.Option(
-        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).")],
+        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).",
+        autocompletion=complete_kernel)],
     machine: MachineOpt = "tiny",
     param: ParamOpt = None,
     set_: SetOpt = None,
@@ -161,7 +164,7 @@ def compare_cmd(
 
 
 def sweep_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=v1,v2,... (a list is swept).")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="Kernel (repeatable).")] = None,
     machine: Annotated[list[str] | None, typer.Option("--machine", "-m", help="Machine (repeatable).")] = None,
@@ -201,7 +204,7 @@ def sweep_cmd(
 
 
 def bisect_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     good: Annotated[str | None, typer.Option("--good", help="Good kernel (BASE+PATCH+... allowed).")] = None,
     bad: Annotated[str | None, typer.Option("--bad", help="Bad kernel: --good plus the series.")] = None,
     series: Annotated[
