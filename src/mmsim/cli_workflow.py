@@ -119,6 +119,9 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report_cmd)
 
 
+COMPARE_FORMATS = ("lkp", "robot", "mmtests")
+
+
 def compare_cmd(
     workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     kernel: Annotated[list[str], typer.Option(
@@ -136,6 +139,9 @@ def compare_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="Text layout: lkp (the %stddev/%change table and tests), robot (the kernel test "
+        "robot's email per kernel), mmtests (compare-kernels' Amean/Hmean/Stddev/CoeffVar rows).")] = "lkp",
     noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
@@ -146,11 +152,14 @@ def compare_cmd(
     """Compare kernels over repeated runs, LKP-style: the base, then a %change / %stddev column per
     other kernel; significance and the robot's verdict for each against the base.
 
-    Example: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3
+    Examples: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3   |
+    mmsim compare lockstress -k v3.12 -k v3.12+a33fda35e3a7 -r 3 --format robot
     """
     from mmsim.experiments.compare import compare
     from mmsim.report.lkp import compare_doc
 
+    if fmt not in COMPARE_FORMATS:
+        raise UserError("--format", fmt, ", ".join(COMPARE_FORMATS))
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"compare {workload}")
     with guard_limits(max_events, max_memory, force), bar:
@@ -159,6 +168,14 @@ def compare_cmd(
     d = c.to_dict()
     if json_out:
         _emit_json(d)
+    elif fmt == "robot":
+        from mmsim.report.robot import robot_emails
+
+        _emit([robot_emails(d)])
+    elif fmt == "mmtests":
+        from mmsim.report.robot import mmtests_table
+
+        _emit([mmtests_table(d, show_all)])
     else:
         _emit(compare_doc(d, show_all))
 
