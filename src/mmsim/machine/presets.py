@@ -605,8 +605,14 @@ PRESETS: dict[str, Callable[[], Machine]] = {
     "xeon-phi-7295": functools.cache(xeon_phi_7295),
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
-    "tiny-pmem": functools.cache(lambda: __import__("mmsim.machine.presets_numa", fromlist=["x"]).tiny_pmem()),
 }
+# Presets in their own modules (imported late: they use this module's helpers)
+from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
+
+PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_numa as _presets_numa  # noqa: E402
+
+PRESETS["tiny-pmem"] = functools.cache(_presets_numa.tiny_pmem)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -618,6 +624,7 @@ _DESCRIPTIONS = {
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny-pmem": "test machine: tiny + a CPU-less 2 GiB slow-memory node per socket",
     "tiny": "8-CPU test machine with round numbers",
+    "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
 }
 
 
