@@ -12,8 +12,9 @@ from mmsim.kernels import resolve
 from mmsim.machine import get_machine
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
-from mmsim.workloads.pmbench import PatternGen, irwin_hall_cdf, normal_ih_shape
+from mmsim.workloads.pmbench import PatternGen
 from mmsim.workloads.pmbench_lkp import bindings
+from mmsim.workloads.pmbench_pattern import irwin_hall_cdf, normal_ih_shape
 
 LKP = {"processes": "5", "setsize": "256", "mapsize": "256", "pattern": "normal_ih", "ratio": "80", "cold": "1",
        "initialize": "1", "cpu_node_bind": "even", "eatmem": "600", "eatmem_node": "1", "duration": "30",

@@ -68,6 +68,13 @@ from mmsim.mm.mprotect import mem_latency_ns
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, dense_numa
 from mmsim.sched import numa_balancing
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
+from mmsim.workloads.pmbench_pattern import (
+    irwin_hall_cdf,
+    normal_ih_shape,
+    parse_binding,
+    parse_mib,
+    parse_window_start,
+)
 
 PAGE = 4096
 LINE = 64
@@ -110,49 +117,6 @@ def parse_shape(v: str) -> float:
     if not d > 0:
         raise ValueError
     return d
-
-
-def parse_mib(lo: int = 0) -> Any:
-    """A size in MiB: an integer (MiB, pmbench's unit) or with a k/m/g suffix (LKP's ``13824M``, ``47G``)."""
-    def f(v: str) -> int:
-        t = str(v).strip().lower()
-        mult = {"k": 1 / 1024, "m": 1, "g": 1024}.get(t[-1:], 0)
-        num = t[:-1] if mult else t
-        if not num.isdigit():
-            raise ValueError
-        x = int(num) * (mult or 1)
-        if x != int(x) or int(x) < lo or int(x) > (1 << 22):
-            raise ValueError
-        return int(x)
-    return f
-
-
-def parse_window_start(v: str) -> float:
-    d = float(str(v))
-    if not (d >= 0 or d == -1):
-        raise ValueError
-    return d
-
-
-def normal_ih_shape(size: int) -> tuple[int, int, int]:
-    """pattern.c ``normal_ih_alloc_pattern_fn``: (n, stdev k, shift) for a set of ``size`` pages."""
-    n_user = size - 1
-    k = (n_user + 6 - 1) // 12
-    n = 12 * k
-    shift = int((n_user - n) / 2)  # C int division truncates toward zero
-    return n, k, shift
-
-
-def irwin_hall_cdf(x: np.ndarray, order: int = 12) -> np.ndarray:
-    """CDF of the sum of ``order`` U(0, 1) (Irwin-Hall), by its closed form, folded at the mean."""
-    x = np.clip(np.asarray(x, dtype=np.float64), 0.0, float(order))
-    xf = np.minimum(x, order - x)
-    out = np.zeros_like(xf)
-    for k in range(order // 2 + 1):
-        d = np.maximum(xf - k, 0.0)
-        out += (-1) ** k * math.comb(order, k) * d ** order
-    out /= math.factorial(order)
-    return np.asarray(np.where(x <= order / 2, out, 1.0 - out), dtype=np.float64)
 
 
 def parse_nodes(v: str) -> str:
@@ -295,7 +259,7 @@ class Pmbench:
                                "an integer 1..4096"),
         "cpu_node_bind": ParamInfo("none", "LKP cpu_node_bind: 'even' runs process i (1..n) under numactl "
                                    "--cpunodebind=i % nr_node (all nodes; a CPU-less node: numactl exits 1)",
-                                   parse_choice("none", "even"), "none, even"),
+                                   parse_binding, "none, even, or even%LIST (e.g. even%0-1: LKP's even-list)"),
         "eatmem": ParamInfo(0, "LKP eatmem_size: MiB (or 47g) mlocked and prefaulted on eatmem_node first",
                             parse_mib(0), "MiB >= 0, e.g. 47g"),
         "eatmem_node": ParamInfo(0, "LKP eatmem mem_node_bind: the node eatmem binds to", parse_int(0, 1023),
@@ -321,7 +285,8 @@ class Pmbench:
             one = (f"pmbench -s{p['setsize']} -m{p['mapsize']} -p{p['pattern']} -j{p['jobs']}"
                    f"{' -c' if p['cold'] else ''}{' -i' if p['initialize'] else ''} -r{self.read_pct(p)} "
                    f"{p['duration']:g}")
-            bind = "numactl --cpunodebind=$((i % nr_node)) -- " if p["cpu_node_bind"] == "even" else ""
+            bind = {"none": "", "even": "numactl --cpunodebind=$((i % nr_node)) -- "}.get(
+                p["cpu_node_bind"], f"numactl --cpunodebind=<{p['cpu_node_bind']}[i % n]> -- ")
             eat = (f"numactl --membind={p['eatmem_node']} usemem {p['eatmem']}m --mlock --prefault & "
                    if p["eatmem"] else "")
             return f"{eat}for i in 1..{p['processes']}: {bind}{one} &"

@@ -100,16 +100,21 @@ def cpu_nodes(m: Any) -> set[int]:
 
 def bindings(m: Any, processes: int, mode: str, basecpu: int) -> list[tuple[int, int | None]]:
     """LKP ``numa_node_binding`` for processes 1..n: ``(node or -1, cpu or None)``.
-    ``even``: node ``i % nr_node`` (all nodes); a CPU-less node gives ``cpu``
+    ``even``: node ``i % nr_node`` (all nodes; ``even%LIST``: ``LIST[i % len]``); a CPU-less node gives ``cpu``
     None (numactl exits 1, see the module docstring). The CPU of a bound
     process: the next unused CPU of the node, one per core first."""
+    from mmsim.workloads.pmbench_pattern import node_list
+
     nr_node = len(m.nodes)
+    even = list(range(nr_node)) if mode == "even" else node_list(mode[5:]) if mode.startswith("even%") else []
+    if any(n >= nr_node for n in even):
+        raise UserError("-p cpu_node_bind", mode, f"node ids 0..{nr_node - 1} of {m.name}")
     with_cpus = cpu_nodes(m)
     used: set[int] = set()
     out: list[tuple[int, int | None]] = []
     for i in range(1, processes + 1):
-        if mode == "even":
-            node = i % nr_node
+        if even:
+            node = even[i % len(even)]
             if node not in with_cpus:
                 out.append((node, None))
                 continue
