@@ -345,7 +345,7 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
     )
 
     if Pmbench.lkp_mode(p):
-        _pmbench_lkp(p, machine, numa, out)
+        _pmbench_lkp(p, machine, policies, numa, out)
         return
     npages = (p["setsize"] << 20) // PAGE
     llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
@@ -398,12 +398,22 @@ LKP_BYTES_PER_PAGE = 62
 LKP_US_PER_EVENT = 60.0
 
 
-def _pmbench_lkp(p: dict[str, Any], machine: Any, numa: bool, out: _Work) -> None:
+def _pmbench_lkp(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bool, out: _Work) -> None:
+    """Steady state: the normal mode scans one range (scan_size_mb) per task_scan_max; the tiering mode's
+    processes wholly in DRAM take no hinting fault and scan 8 ranges per task_scan_min (v5.4 task_scan_min /
+    task_scan_max with the default sysctls unless set)."""
     pages = (p["mapsize"] << 20) // PAGE
     procs = p["processes"]
-    chunks = procs * (p["window"] / 0.1 + 1)
-    scans = procs * p["window"] / 0.1 if numa else 0
-    tables = min(8 * 256 * 256 // 512, -(-pages // 512))
+    size = max(1, int(policies.get("numa_balancing_scan_size_mb", "256")))
+    windows = max(1, -(-pages // (size << 8)))
+    smin = max(1000 // max(1, 2560 // size) if size < 2560 else 1000,
+               int(policies.get("numa_balancing_scan_period_min_ms", "1000")) // windows)
+    smax = max(smin, int(policies.get("numa_balancing_scan_period_max_ms", "60000")) // windows)
+    tiering = int(policies.get("numa_balancing", "0") or 0) & 2
+    period_s, ranges = (smin / 1000, 8) if tiering else (smax / 1000, 1)
+    tables = min(ranges * (size << 8) // 512, -(-pages // 512))
+    scans = procs * (p["window"] / max(0.001, period_s) + 1) if numa else 0
+    chunks = procs * (p["window"] + 1) + scans
     out.small = int(chunks * 3 + scans * tables * 2)
     out.what = "chunks and PTE tables"
     out.sim_seconds = p["window"]

@@ -390,18 +390,10 @@ class LkpRun:
         faults, whether pages moved)."""
         s = self.s
         cpu = t.cpu
-        idx = np.flatnonzero(prot)
-        if not len(idx):
-            return 0.0, 0, False
-        rate = a_est * self.probs[idx]  # expected accesses to each protnone page in the chunk
-        u = rng.random(len(idx))
-        hit = u < -np.expm1(-rate)
-        fi = idx[hit]
+        fi, tau = self._touched_protnone(rng, prot, a_est)
         nf = len(fi)
         if not nf:
             return 0.0, 0, False
-        # position of each fault in the chunk (first access of a Poisson stream, given one in the chunk)
-        tau = -np.log1p(-u[hit]) / np.maximum(rate[hit], 1e-300)
         prot[fi] = False
         c = s.cache.of_cpu(cpu)
         now = s.engine.now
@@ -459,6 +451,57 @@ class LkpRun:
         nt.locality[2] += failed
         nt.pages_migrated += migrated
         return kern, nf, moved_any
+
+    def _touched_protnone(self, rng: np.random.Generator, prot: np.ndarray,
+                          a_est: float) -> tuple[np.ndarray, np.ndarray]:
+        """The protnone pages touched among ``a_est`` accesses, and the position (0..1) of each one's first
+        access in the chunk. Page i's accesses are a Poisson stream of mean ``a p_i``. Where that mean is at
+        least 0.05 (the pattern's middle, an interval for a unimodal pattern) every protnone page is drawn;
+        in the tails, where most protnone pages are, the tails' accesses are drawn instead (their number
+        Poisson, each page by p_i, each at a uniform position) and those that hit a protnone page fault:
+        the same law (thinning), at a cost that follows the accesses, not the pages."""
+        p_ = self.probs
+        lo, hi = 0, len(p_)
+        cum = self.__dict__.get("_cum")
+        if cum is None and self.unimodal():
+            cum = self.__dict__["_cum"] = np.cumsum(p_)
+        if cum is not None:
+            cut = 0.05 / max(a_est, 1e-300)
+            left = p_[: len(p_) // 2]
+            lo = int(np.searchsorted(left, cut))
+            hi = len(p_) - int(np.searchsorted(p_[::-1][: len(p_) - len(p_) // 2], cut))
+            hi = max(hi, lo)
+        idx = lo + np.flatnonzero(prot[lo:hi])
+        rate = a_est * p_[idx]
+        u = rng.random(len(idx))
+        hit = u < -np.expm1(-rate)
+        fi = idx[hit]
+        tau = -np.log1p(-u[hit]) / np.maximum(rate[hit], 1e-300)
+        if cum is not None and (lo > 0 or hi < len(p_)):
+            m_lo = float(cum[lo - 1]) if lo else 0.0
+            m_hi = float(cum[-1] - cum[hi - 1]) if hi < len(p_) else 0.0
+            k = int(rng.poisson(a_est * (m_lo + m_hi)))
+            if k:
+                x = rng.random(k) * (m_lo + m_hi)
+                x = np.where(x < m_lo, x, x - m_lo + float(cum[hi - 1]))
+                pg = np.minimum(np.searchsorted(cum, x, side="right"), len(p_) - 1)
+                pos = rng.random(k)
+                order = np.argsort(pos, kind="stable")
+                pg, pos = pg[order], pos[order]
+                first = np.unique(pg, return_index=True)[1]
+                pg, pos = pg[first], pos[first]
+                keep = prot[pg]
+                fi = np.concatenate([fi, pg[keep]])
+                tau = np.concatenate([tau, pos[keep]])
+        return fi, tau
+
+    def unimodal(self) -> bool:
+        """The pattern's page probabilities rise to the middle and fall after it (normal, normal_ih)."""
+        p_ = self.probs[: self.npages]
+        h = len(p_) // 2
+        tol = 1e-7 * float(p_.max()) if len(p_) else 0.0  # float noise at the flat top
+        return bool(len(p_) > 2 and np.all(np.diff(p_[:h]) >= -tol) and np.all(np.diff(p_[h:]) <= tol)
+                    and self.npages == self.mappages and not np.all(p_ == p_[0]))
 
     def _promotion_candidates(self, ri: np.ndarray, rt: np.ndarray, scan_ms: np.ndarray, now: int, dt: int,
                               dst: int) -> tuple[np.ndarray, np.ndarray]:
@@ -525,27 +568,26 @@ class LkpRun:
             return 0.0
         dst = targets[0]
         procs = [q for q in self.procs if "dense" in q]
-        cand = []
-        for q in procs:
-            nid = q["dense"].nid[q["page0"]:q["page0"] + self.mappages]
-            ii = np.flatnonzero(nid == node)
-            cand.append((q, nid, ii, self.probs[ii]))
-        allp = np.concatenate([c_[3] for c_ in cand]) if cand else np.zeros(0)
-        if not len(allp):
-            return 0.0
-        k = int(min(want, len(allp)))
-        cut = np.partition(allp, k - 1)[k - 1]
+        order = self.__dict__.get("_cold_order")
+        if order is None:  # the pages from the least to the most accessed (the same for every process)
+            order = self.__dict__["_cold_order"] = np.argsort(self.probs, kind="stable").astype(np.int32)
         kcpu = max(cc for cc in range(m.ncpus) if m.cpu_node(cc) == node)
         ns = 0.0
-        left = k
-        for _q, nid, ii, pp in cand:
-            sel = ii[pp <= cut][:left]
-            left -= len(sel)
-            if len(sel):
-                ns += self._migrate(kcpu, sel, nid, dst, "kswapd [demote]")
-            if left <= 0:
-                break
-        s.numa_stats["pgdemote_kswapd"] = s.numa_stats.get("pgdemote_kswapd", 0) + (k - left)
+        left = int(want)
+        # the inactive tail: each process's coldest pages on the node, the processes taken in turn
+        picks = []
+        for q in procs:
+            nid = q["dense"].nid[q["page0"]:q["page0"] + self.mappages]
+            sel = order[np.flatnonzero(nid[order] == node)[:left]]
+            picks.append((q, nid, sel))
+        share = -(-left // max(1, sum(1 for _q, _n, sel in picks if len(sel))))
+        done = 0
+        for _q, nid, sel in picks:
+            take = sel[: min(share, left - done)]
+            if len(take):
+                ns += self._migrate(kcpu, take, nid, dst, "kswapd [demote]")
+                done += len(take)
+        s.numa_stats["pgdemote_kswapd"] = s.numa_stats.get("pgdemote_kswapd", 0) + done
         for q in procs:
             q["nid_dirty"] = True
         return ns
