@@ -10,7 +10,8 @@ LKP pmbench-dcpmm job. Variants:
 * ``pmem-1x128`` .. ``pmem-6x128``, ``pmem-4x256``: other Optane capacities per socket
   (presets_numa.with_pmem): the hot-added node's memmap comes out of the same socket's DRAM.
 * ``bind-cpu-nodes``: LKP's ``even%0-1`` (the reading where only the CPU nodes are counted: 8 processes run).
-* ``window-200`` / ``window-800``: the window starts at 200 s / 800 s instead of 450 s.
+* ``window-200`` / ``window-800``: the window (one pass) starts at 200 s / 800 s, not 450 s.
+* ``window-60``: a 60 s window instead of one pass.
 * ``pattern-0.5x`` / ``pattern-2x``: normal_ih's generator cost (an estimate, 150 cycles).
 * ``mlp-0.5x`` / ``mlp-2x``: the overlap of struct page misses in change_pte_range (STRUCT_PAGE_MLP, 5).
 * ``checks-0.5x`` / ``checks-2x``: the page checks after vm_normal_page (SCAN_PAGE_CHECKS, an estimate).
@@ -35,7 +36,7 @@ from mmsim.workloads import pmbench
 from mmsim.workloads.base import get_workload, resolve_params
 
 VARIANTS = ["model", "pmem-1x128", "pmem-4x128", "pmem-6x128", "pmem-4x256", "bind-cpu-nodes", "window-200",
-            "window-800", "pattern-0.5x", "pattern-2x", "mlp-0.5x", "mlp-2x", "checks-0.5x", "checks-2x"]
+            "window-800", "window-60", "pattern-0.5x", "pattern-2x", "mlp-0.5x", "mlp-2x", "checks-0.5x", "checks-2x"]
 
 
 def arm(machine: Any, kernel: str, params: dict[str, str]) -> dict[str, float]:
@@ -57,6 +58,8 @@ def variant(name: str) -> tuple[str, dict[str, float], dict[str, float]]:
             machine = with_pmem(int(k), int(gb))
         elif name == "bind-cpu-nodes":
             params["cpu_node_bind"] = "even%0-1"
+        elif name == "window-60":
+            params["window"] = "60"
         elif name.startswith("window-"):
             params["window_start"] = name[7:]
         elif name.startswith("pattern-"):

@@ -412,11 +412,12 @@ def _pmbench_lkp(p: dict[str, Any], machine: Any, policies: dict[str, str], numa
     tiering = int(policies.get("numa_balancing", "0") or 0) & 2
     period_s, ranges = (smin / 1000, 8) if tiering else (smax / 1000, 1)
     tables = min(ranges * (size << 8) // 512, -(-pages // 512))
-    scans = procs * (p["window"] / max(0.001, period_s) + 1) if numa else 0
-    chunks = procs * (p["window"] + 1) + scans
+    window = p["window"] if p["window"] > 0 else -(-pages // (size << 8)) * period_s  # -1: one pass
+    scans = procs * (window / max(0.001, period_s) + 1) if numa else 0
+    chunks = procs * (window + 1) + scans
     out.small = int(chunks * 3 + scans * tables * 2)
     out.what = "chunks and PTE tables"
-    out.sim_seconds = p["window"]
+    out.sim_seconds = window
     out.threads = 2 * procs
     out.memory += procs * pages * LKP_BYTES_PER_PAGE + pages * 16
     out.extra_wall = out.small * (LKP_US_PER_EVENT - WALL_US_PER_EVENT["pmbench"]) / 1e6

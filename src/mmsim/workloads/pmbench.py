@@ -73,6 +73,7 @@ from mmsim.workloads.pmbench_pattern import (
     normal_ih_shape,
     parse_binding,
     parse_mib,
+    parse_window,
     parse_window_start,
 )
 
@@ -267,8 +268,9 @@ class Pmbench:
         "window_start": ParamInfo(-1.0, "multi-process model: the simulated window starts here, s into the run "
                                   "(-1: duration / 2, LKP perf-profile's delay)", parse_window_start,
                                   "seconds >= 0, or -1"),
-        "window": ParamInfo(10.0, "multi-process model: window length in s (LKP perf-profile's duration)",
-                            parse_duration, "seconds, > 0 and <= 3600"),
+        "window": ParamInfo(10.0, "multi-process model: window length in s (LKP perf-profile's duration; -1: "
+                            "one whole scan pass of each process at its steady state)", parse_window,
+                            "seconds, > 0 and <= 3600, or -1"),
     }
 
     @staticmethod

@@ -208,8 +208,11 @@ class LkpRun:
                             p["mempolicy"] if p["mempolicy"] != "default" else p["memhog"],
                             "the default with processes/cpu_node_bind/eatmem (use eatmem)")
         start = p["window_start"] if p["window_start"] >= 0 else p["duration"] / 2
-        if start + p["window"] > p["duration"]:
+        if p["window"] == -1 and not nb.enabled(s):
+            raise UserError("-p window", -1, "seconds > 0 without NUMA balancing (-1: one scan pass needs it)")
+        if start + max(p["window"], 0) > p["duration"]:
             raise UserError("-p window", p["window"], f"at most duration - window_start ({p['duration'] - start:g} s)")
+        self.window_s = float(p["window"])
         if p["eatmem_node"] >= len(m.nodes):
             raise UserError("-p eatmem_node", p["eatmem_node"], f"a node id 0..{len(m.nodes) - 1} of {m.name}")
         self.t0_s = start
@@ -322,7 +325,13 @@ class LkpRun:
         fault_ns = (m.cost.page_fault_ns + path("handle_mm_fault", ghz)[0]
                     + memory.DO_NUMA_PAGE[0] / ghz + nb.TASK_NUMA_FAULT[0] / ghz)
         fault_ins = path("handle_mm_fault", ghz)[1] + memory.DO_NUMA_PAGE[1] + nb.TASK_NUMA_FAULT[1]
-        end = int(p["window"] * 1e9)
+        if p["window"] == -1:  # one whole scan pass of this process at its steady state (pmbench_scan.schedule)
+            sch = pr["schedule"]
+            pass_s = sch.scans_per_pass * sch.period_ms / 1000
+            self.window_s = max(self.window_s, pass_s)
+            end = int(pass_s * 1e9)
+        else:
+            end = int(p["window"] * 1e9)
         kern_frac = 0.0
         def mix() -> tuple[float, np.ndarray]:
             by_node = np.bincount(np.maximum(nid, 0).astype(np.intp), weights=miss_w, minlength=nnodes)
@@ -600,8 +609,9 @@ def run_metrics(system: Any, p: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {
         "pmbench.latency_us": round(st["lat_sum_ns"] / n / 1e3, 6),
         "pmbench.accesses": float(st["accesses"]),
-        "pmbench.throughput": round(st["accesses"] / p["window"], 1),
-        "pmbench.throughput.aps": round(st["accesses"] / p["window"], 1),
+        "pmbench.throughput": round(st["accesses"] / run.window_s, 1),
+        "pmbench.throughput.aps": round(st["accesses"] / run.window_s, 1),
+        "pmbench.window_s": round(run.window_s, 3),
         "pmbench.processes_started": float(len(run.procs)),
         "pmbench.processes_failed": float(len(st["failed"])),
         "pmbench.window_start_s": float(run.t0_s),

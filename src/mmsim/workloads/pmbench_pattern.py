@@ -55,6 +55,15 @@ def node_list(v: str) -> list[int]:
     return out
 
 
+def parse_window(v: str) -> float:
+    d = float(str(v))
+    if d == -1:
+        return -1.0
+    if not 0 < d <= 3600:
+        raise ValueError
+    return d
+
+
 def parse_window_start(v: str) -> float:
     d = float(str(v))
     if not (d >= 0 or d == -1):
@@ -83,4 +92,5 @@ def irwin_hall_cdf(x: np.ndarray, order: int = 12) -> np.ndarray:
     return np.asarray(np.where(x <= order / 2, out, 1.0 - out), dtype=np.float64)
 
 
-__all__ = ["irwin_hall_cdf", "node_list", "normal_ih_shape", "parse_binding", "parse_mib", "parse_window_start"]
+__all__ = ["irwin_hall_cdf", "node_list", "normal_ih_shape", "parse_binding", "parse_mib", "parse_window",
+           "parse_window_start"]
