@@ -111,3 +111,6 @@ def test_the_acceptance_parameters_parse() -> None:
     assert w.command(p).startswith("numactl --membind=0 usemem 48128m")
     with pytest.raises(UserError):
         resolve_params(w, {"setsize": "13.5g"})
+    # LKP tests/pmbench: mapsize defaults to the set size
+    q = resolve_params(w, {"processes": "8", "setsize": "13824m", "pattern": "normal_ih", "initialize": "1"})
+    assert "pmbench -s13824 -m13824 -pnormal_ih" in w.command(q)

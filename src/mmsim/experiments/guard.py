@@ -346,6 +346,8 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
 
     if Pmbench.lkp_mode(p):
         _pmbench_lkp(p, machine, policies, numa, out)
+        tables_lkp = p["processes"] * _slots(max(p["mapsize"], p["setsize"]) << 20)
+        out.memory += tables_lkp * (PTE_TABLE_BYTES + (NUMA_TABLE_BYTES if numa else 0))
         return
     npages = (p["setsize"] << 20) // PAGE
     llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
@@ -402,7 +404,7 @@ def _pmbench_lkp(p: dict[str, Any], machine: Any, policies: dict[str, str], numa
     """Steady state: the normal mode scans one range (scan_size_mb) per task_scan_max; the tiering mode's
     processes wholly in DRAM take no hinting fault and scan 8 ranges per task_scan_min (v5.4 task_scan_min /
     task_scan_max with the default sysctls unless set)."""
-    pages = (p["mapsize"] << 20) // PAGE
+    pages = (max(p["mapsize"], p["setsize"]) << 20) // PAGE
     procs = p["processes"]
     size = max(1, int(policies.get("numa_balancing_scan_size_mb", "256")))
     windows = max(1, -(-pages // (size << 8)))

@@ -279,11 +279,20 @@ class Pmbench:
         return bool(p["processes"] > 1 or p["cpu_node_bind"] != "none" or p["eatmem"])
 
     @staticmethod
+    def lkp_mapsize(p: dict[str, Any]) -> None:
+        """LKP tests/pmbench: ``[ -z "$mapsize" ] && mapsize="$setsize"``. In the multi-process model a map
+        left at pmbench's default (256 MiB) under a larger set is the set's size (pmbench would refuse it)."""
+        if Pmbench.lkp_mode(p) and p["mapsize"] == 256 and p["setsize"] > 256:
+            p["mapsize"] = p["setsize"]
+
+    @staticmethod
     def read_pct(p: dict[str, Any]) -> int:
         return int(p["ratio"] if p["ratio"] >= 0 else p["read_pct"])
 
     def command(self, p: dict[str, Any]) -> str:
         if self.lkp_mode(p):
+            p = dict(p)
+            self.lkp_mapsize(p)
             one = (f"pmbench -s{p['setsize']} -m{p['mapsize']} -p{p['pattern']} -j{p['jobs']}"
                    f"{' -c' if p['cold'] else ''}{' -i' if p['initialize'] else ''} -r{self.read_pct(p)} "
                    f"{p['duration']:g}")
@@ -307,6 +316,7 @@ class Pmbench:
 
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
+        self.lkp_mapsize(p)
         if p["setsize"] > p["mapsize"]:
             raise UserError("-p setsize", p["setsize"], f"at most mapsize ({p['mapsize']} MiB)")
         if self.lkp_mode(p):
