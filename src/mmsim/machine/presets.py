@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -603,6 +604,9 @@ PRESETS: dict[str, Callable[[], Machine]] = {
     "cascadelake-optane-2s": functools.cache(cascadelake_optane_2s),
     "icelake-6338-2s": functools.cache(icelake_6338_2s),
     "xeon-phi-7295": functools.cache(xeon_phi_7295),
+    "skylake-8170-2s": functools.cache(lambda: importlib.import_module("mmsim.machine.presets_mmap").skylake_8170_2s()),
+    "cooperlake-8380h-4s": functools.cache(
+        lambda: importlib.import_module("mmsim.machine.presets_mmap").cooperlake_8380h_4s()),
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
 }
@@ -614,6 +618,8 @@ _DESCRIPTIONS = {
     "cascadelake-optane-2s": "2 x Xeon Platinum 8260 (Cascade Lake), 96 CPUs, + Optane DC PMEM nodes",
     "icelake-6338-2s": "2 x Xeon Gold 6338 (Ice Lake-SP), 128 CPUs, 48 MiB LLC per socket",
     "xeon-phi-7295": "Xeon Phi 7295 (Knights Mill), 288 CPUs, 80 GiB, MCDRAM cache mode",
+    "skylake-8170-2s": "2 x Xeon Platinum 8170 (Skylake-SP), 104 CPUs, 192 GiB: robot lkp-skl-fpga01 (issue 22)",
+    "cooperlake-8380h-4s": "4 x Xeon Platinum 8380H (Cooper Lake), 224 CPUs, 192 GiB: robot lkp-cpl-4sp2 (issue 22)",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
 }
