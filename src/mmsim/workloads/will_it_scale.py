@@ -137,7 +137,8 @@ class Malloc1:
     depends only on the mapping's alignment, i.e. on the kernel's placement policy.
 
     The anonymous-folio LRU and memcg model (mm/lru_anon.py) is on for this workload. Rates are
-    measured after the first ``warmup`` iterations of each task (will-it-scale's warm-up second)."""
+    counted as will-it-scale samples them, over a window in which every task is past its ``warmup``
+    iterations (the harness's warm-up) and none has finished (:meth:`window_rates`)."""
 
     name = "will-it-scale/malloc1"
     description = "will-it-scale malloc1: malloc(128M) + free in a loop; glibc mmaps 128M+4K, writes its header"
@@ -168,7 +169,7 @@ class Malloc1:
         lru_anon.enable(system)
         cpus = list(range(n))
         shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
-        st: dict[str, Any] = {"ops": [0] * n, "spans": [0] * n, "kinds": {}}
+        st: dict[str, Any] = {"ops": [0] * n, "spans": [0] * n, "kinds": {}, "done_at": [[] for _ in cpus]}
         system.workload_state = st
         for i in cpus:
             mm = shared if shared is not None else MmStruct(system, home_cpu=i)
@@ -192,14 +193,30 @@ class Malloc1:
             st["kinds"][kind] = st["kinds"].get(kind, 0) + 1
             yield s.counters.busy(t.cpu, "malloc1 [syscall]", sys_ns)
             yield from vm_munmap(t, mm, vma, mm_cpus)
+            st["done_at"][i].append(s.engine.now)
             if it >= p["warmup"]:
                 st["ops"][i] += 1
         st["spans"][i] = s.engine.now - start
         s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
 
+    @staticmethod
+    def window_rates(done_at: list[list[int]], warmup: int) -> list[float] | None:
+        """will-it-scale's sampling: iterations per second of each task over one window in which every
+        task is past its warm-up and still running (from the last task's end of warm-up to the first
+        task's last iteration). None if the tasks' measured stretches do not overlap."""
+        if warmup < 1 or any(len(d) <= warmup for d in done_at):
+            return None
+        lo = max(d[warmup - 1] for d in done_at)
+        hi = min(d[-1] for d in done_at)
+        if hi <= lo:
+            return None
+        return [sum(1 for x in d if lo < x <= hi) / ((hi - lo) / 1e9) for d in done_at]
+
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         st = system.workload_state
-        rates = [ops / (ns / 1e9) for ops, ns in zip(st["ops"], st["spans"], strict=True) if ns]
+        rates = self.window_rates(st["done_at"], p["warmup"])
+        if rates is None:  # no common window: each task's own measured stretch
+            rates = [ops / (ns / 1e9) for ops, ns in zip(st["ops"], st["spans"], strict=True) if ns]
         per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
         kinds = st["kinds"]
         total = sum(kinds.values()) or 1
