@@ -453,6 +453,14 @@ class UsememThreadsCase(UsememCase):
     ``dev_zero_align``) and writing every word once, in order. Threads are placed as fork balancing
     places new tasks (``wake_up_new_task``). The anonymous-folio LRU and memcg model is on."""
 
+    def __init__(self, case: str, desc: str) -> None:
+        super().__init__(case, desc)
+        self.params["nr_task"] = ParamInfo("100%", "-t: number of usemem threads, or a percentage of the CPUs",
+                                           parse_nr_task, "an integer >= 1 or a percentage like 50%")
+        self.params["size"] = ParamInfo(0, "unit_size: total bytes over all threads (each maps size / nr_task); "
+                                        "auto = MemTotal / 2 as the case script computes", parse_size,
+                                        "auto or a size like 64g, 512m (k/m/g/t = 2^10..)")
+
     def command(self, p: dict[str, Any]) -> str:
         nr = p["nr_task"]
         per = "$((mem / 2 / nr_task))" if not p["size"] else (
