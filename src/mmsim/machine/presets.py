@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -604,12 +603,17 @@ PRESETS: dict[str, Callable[[], Machine]] = {
     "cascadelake-optane-2s": functools.cache(cascadelake_optane_2s),
     "icelake-6338-2s": functools.cache(icelake_6338_2s),
     "xeon-phi-7295": functools.cache(xeon_phi_7295),
-    "skylake-8170-2s": functools.cache(lambda: importlib.import_module("mmsim.machine.presets_mmap").skylake_8170_2s()),
-    "cooperlake-8380h-4s": functools.cache(
-        lambda: importlib.import_module("mmsim.machine.presets_mmap").cooperlake_8380h_4s()),
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
 }
+# Presets in their own modules (imported late: they use this module's helpers)
+from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
+
+PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
+
+PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
+PRESETS["cooperlake-8380h-4s"] = functools.cache(_presets_mmap.cooperlake_8380h_4s)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -622,6 +626,7 @@ _DESCRIPTIONS = {
     "cooperlake-8380h-4s": "4 x Xeon Platinum 8380H (Cooper Lake), 224 CPUs, 192 GiB: robot lkp-cpl-4sp2 (issue 22)",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
+    "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
 }
 
 
