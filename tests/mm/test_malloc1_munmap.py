@@ -45,6 +45,10 @@ def test_efa7df3e3bb5_faults_a_thp_per_iteration_at_the_same_address() -> None:
     assert st is not None
     # a THP goes to the LRU at once (large folio) and leaves it at unmap: 2 lru_lock rounds per iteration
     assert s.locks.stats["&lruvec->lru_lock"].acquisitions == 6
+    # the PMD lock: set_pmd_at at the fault, zap_huge_pmd at the unmap; memcg: a THP charges and
+    # uncharges both page-counter levels directly
+    assert s.locks.stats["ptlock_ptr(pmd page)"].acquisitions == 6
+    assert s.locks.stats["memcg->memory.usage"].acquisitions == 3 * (2 + 2)
     assert st.nr_lru == [0, 0] and st.folios == {}
     assert mm.vmas == [] and mm.pgtables.pmd == {} and mm.pgtables.nr_pte_tables == 0
 
@@ -56,6 +60,10 @@ def test_d4148aeab412_faults_a_4k_page_and_frees_its_pte_table() -> None:
     # the 4 KiB folio waits on the lru_add batch; munmap's lru_add_drain moves it, then it is released
     assert s.locks.stats["&lruvec->lru_lock"].acquisitions == 6
     assert mm.pgtables.nr_pte_tables == 0  # free_pgtables
+    # the PTE lock: do_anonymous_page's set_pte_at, then zap_pte_range; the PMD lock only populates
+    # the new PTE table (__pte_alloc) once per iteration
+    assert s.locks.stats["ptlock_ptr(pte page)"].acquisitions == 6
+    assert s.locks.stats["ptlock_ptr(pmd page)"].acquisitions == 3
     # memcg: the first 4 KiB charge refills the stock (64 pages, one page_counter per level), the rest
     # come from it; every unmap uncharges on both levels
     assert s.locks.stats["memcg->memory.usage"].acquisitions == 2 + 3 * 2
