@@ -505,11 +505,13 @@ class UsememThreadsCase(UsememCase):
     def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         st = system.workload_state
         per = st["per"]
-        vma = yield from t.mm.mmap_pgoff(t, per, kind="devzero", name="/dev/zero")
+        # usemem.c do_units: ready() (write to the pipe, wait for GO), then do_unit -> allocate(): the mmap
+        # of /dev/zero comes after GO, so the threads' mmaps meet on the shared mm's mmap_lock
         st["ready"] += 1
         if st["ready"] == st["nr"] and "parent_waiting" in st:
             system.sched.wake_up(st["parent_waiting"])
         yield system.sched.sleep(t)
+        vma = yield from t.mm.mmap_pgoff(t, per, kind="devzero", name="/dev/zero")
         deadline = st["start"] + p["runtime"] * 1_000_000_000
         rw_bytes = yield from self._rw_seq(system, t, vma, vma.start, vma.start + per, deadline)
         delta_us = max(1, (system.engine.now - st["start"]) // 1000)
