@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mmsim.experiments.run import RunSpec, run
-from mmsim.locks.validate import CNA_STOCK, COLLAPSE_FACTOR, TOLERANCE_PCT, published_rows
 from mmsim.machine import get_machine
+from mmsim.native.locks import CNA_STOCK, COLLAPSE_FACTOR, TOLERANCE_PCT, published_rows
 from mmsim.workloads.locktorture import LONG_DELAY_NS, LONG_ODDS, LOOP_NS, SHORT_DELAY_NS, spread_cpu
 
 

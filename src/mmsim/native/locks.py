@@ -1,6 +1,10 @@
 """``mmsim validate --suite locks``: level 1 of the validation pyramid, the
 lock models checked on their own, before the kernel paths rely on them.
 
+It lives in ``native/`` (with ``lockbench.c``, built by :mod:`mmsim.cbuild` like ``mb.c``): it measures
+this host and runs ``lockstress`` simulations, so it sits above ``locks/`` and ``experiments/``; its
+text is :func:`mmsim.native.report.format_locks`.
+
 Rows, each simulated vs a reference with its source:
 
 * **native**: this host, two pinned threads contending for one spinlock
@@ -37,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.cbuild import compiled
-from mmsim.report.tables import Doc, Table, fmt_num
 
 SOURCE = Path(__file__).with_name("lockbench.c")
 TOLERANCE_PCT = 30.0  # issue 16: every row within +-30 %
@@ -183,16 +186,3 @@ def validate_locks(machine: str = "host", log: Callable[[str], None] = lambda s:
                    native: bool = True) -> list[dict[str, Any]]:
     rows = native_rows(machine, log) if native else []
     return rows + published_rows(log)
-
-
-def format_locks(rows: list[dict[str, Any]]) -> Doc:
-    t = Table(["machine", "quantity", "simulated", "reference", "error %", "ok", "source / note"],
-              align="llrrrll", title="Lock validation (level 1):")
-    for r in rows:
-        err = r.get("error_pct")
-        ok = r.get("ok")
-        t.rows.append([str(r["machine"]), str(r["quantity"]), fmt_num(r["simulated"]),
-                       "-" if r.get("reference") is None else fmt_num(r["reference"]),
-                       "-" if err is None else f"{err:+.1f}", "-" if ok is None else ("ok" if ok else "FAIL"),
-                       str(r["source"]) + (f"; {r['note']}" if r.get("note") else "")])
-    return [t]
