@@ -83,3 +83,13 @@ def test_window_rates_count_only_the_common_window() -> None:
     assert rates == [2 / 30e-9, 1 / 30e-9]  # (20, 50]: task 0 finishes 30 and 50, task 1 finishes 40
     assert Malloc1.window_rates([[10, 12], [20, 40]], warmup=1) is None  # no overlap
     assert Malloc1.window_rates([[10], [20]], warmup=1) is None
+
+
+def test_malloc1_size_must_fit_below_mmap_base(capsys: Any) -> None:
+    from mmsim.cli import main
+
+    assert main(["run", "will-it-scale/malloc1", "--machine", "tiny", "-p", "size=100000g", "-p", "nr_task=8",
+                 "-p", "mode=threads"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mmsim: error: -p size: invalid value 107374182400000; allowed: at most 16383g for 8 mapping(s) "
+                   "of one mm below mmap_base (larger fails with ENOMEM)"]

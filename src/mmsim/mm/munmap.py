@@ -94,10 +94,9 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     lru = lru_anon.state(s)
     slots = []
     folio_nodes: list[int] = []
-    for slot in range(vma.start >> PMD_SHIFT, ((vma.end - 1) >> PMD_SHIFT) + 1):
-        state = pt.pmd.get(slot)
-        if state is None:
-            continue
+    lo, hi = vma.start >> PMD_SHIFT, (vma.end - 1) >> PMD_SHIFT
+    for slot in sorted(k for k in pt.pmd if lo <= k <= hi):  # the populated PMD slots only
+        state = pt.pmd[slot]
         # zap_pte_range under the table's PTE lock (pte_offset_map_lock); zap_huge_pmd under pmd_lock
         lk = pt.pte_lockptr(slot) if state == PMD_TABLE else pt.pmd_lockptr(slot)
         yield lk.acquire(task)

@@ -165,6 +165,13 @@ class Malloc1:
         if p["size"] < MMAP_THRESHOLD_MIN:
             raise UserError("-p size", p["size"], f"at least {MMAP_THRESHOLD_MIN} (glibc's mmap threshold; "
                             "smaller requests come from the heap, not modelled)")
+        from mmsim.mm.mmap import MMAP_BASE, PMD_SIZE
+
+        per_mm = n if p["mode"] == "threads" else 1  # mappings one mm holds at once
+        limit = MMAP_BASE // per_mm - 2 * PMD_SIZE  # each with its alignment padding, below mmap_base
+        if malloc_mmap_size(p["size"]) > limit:
+            raise UserError("-p size", p["size"], f"at most {limit >> 30}g for {per_mm} mapping(s) of one mm below "
+                            "mmap_base (larger fails with ENOMEM)")
         system.page_alloc.track_owners = True
         lru_anon.enable(system)
         cpus = list(range(n))
