@@ -203,13 +203,20 @@ def test_validate_progress_lines(capsys: pytest.CaptureFixture[str], monkeypatch
     assert "mmsim: validate native:" not in capsys.readouterr().err
 
 
-def test_lock_suite_progress_events() -> None:
-    from mmsim.native.locks import validate_locks
-    from mmsim.progress import ProgressEvent
+def test_lock_suite_progress_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsim.native import locks
+    from mmsim.progress import ProgressEvent, Steps
 
+    monkeypatch.setattr(locks, "locktorture_ops", lambda n: 1e6 * min(n, 36))  # no simulation: the events only
     seen: list[ProgressEvent] = []
-    validate_locks("tiny", native=False, progress=seen.append)
-    assert [(e.phase, e.done, e.total, e.arm) for e in seen] == [
-        ("start", 0, 2, "ticket curve on westmere-ex-4s"), ("end", 1, 2, "ticket curve on westmere-ex-4s"),
-        ("start", 1, 2, "queued curve on westmere-ex-4s"), ("end", 2, 2, "queued curve on westmere-ex-4s")]
+    locks.validate_locks("tiny", native=False, progress=seen.append)
+    n = len(locks.CNA_STOCK)
+    assert [(e.phase, e.done, e.total) for e in seen] == [
+        x for i in range(n) for x in (("start", i, n), ("end", i + 1, n))]
+    assert [e.arm for e in seen[::2]] == [f"locktorture {w} writers on haswell-ex-4s" for w in locks.CNA_STOCK]
     assert {e.experiment for e in seen} == {"validate locks"}
+    seen.clear()
+    locks.curve_rows(lambda s: None, Steps(seen.append, "curves", 2))
+    assert [(e.phase, e.done, e.arm) for e in seen] == [
+        ("start", 0, "ticket curve on westmere-ex-4s"), ("end", 1, "ticket curve on westmere-ex-4s"),
+        ("start", 1, "queued curve on westmere-ex-4s"), ("end", 2, "queued curve on westmere-ex-4s")]
