@@ -75,6 +75,18 @@ PUBLISHED: dict[str, dict[str, tuple[float, str]]] = {
         "c2c.remote": (108.0, "nviennot/core-to-core-latency: Platinum 8375C cross socket 108 ns"),
         "c2c.smt": (8.1, "nviennot/core-to-core-latency: Platinum 8375C SMT siblings 8.1 ns"),
     },
+    # issue 22: constants from other machines of the same die family (see machine/presets_mmap.py)
+    "skylake-8170-2s": {
+        "chase.DRAM": (90.2, "Intel MLC 3.10, 2 x Gold 6140 (Skylake-SP; VscDocumentation skylake_mlc.txt): 90.2 ns"),
+        "dram.remote": (144.3, "Intel MLC 3.10, 2 x Gold 6140: remote 144.3 ns"),
+        # no Skylake-SP CAS ping-pong figure found (MLC's HITM is another quantity): c2c rows are estimates
+    },
+    "cooperlake-8380h-4s": {
+        "chase.DRAM": (80.8, "Intel MLC, 2 x Gold 6240 (Cascade Lake, VscDocumentation cascadelake_mlc.txt): 80.8 ns"),
+        "dram.remote": (140.4, "Intel MLC, 2 x Gold 6240 (Cascade Lake): remote 140.4 ns"),
+        "c2c.socket": (48.0, "nviennot/core-to-core-latency: Gold 6242 (Cascade Lake) same socket 48 ns"),
+        "c2c.remote": (136.0, "nviennot/core-to-core-latency: Gold 6242 cross socket 136 ns"),
+    },
 }
 
 
@@ -216,14 +228,20 @@ def host_rows(label: str, m: Machine, log: Any = lambda s: None) -> list[dict[st
 
 def validate_primitives(host_machine: str | None = None, log: Any = lambda s: None,
                         progress: ProgressHook | None = None) -> list[dict[str, Any]]:
-    """Rows for the six seed presets, and for ``host_machine`` (a calibrated YAML or 'host') if given;
-    ``progress`` gets a start and an end event per preset and for the host's native measurements."""
+    """Rows for the six seed presets, the two issue-22 robot machines, and ``host_machine`` (a calibrated
+    YAML or 'host') if given; ``progress`` gets a start and an end event per preset and for the host's
+    native measurements."""
     from mmsim.machine import get_machine
     from mmsim.machine.presets import PRESETS
 
     names = ["xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
              "icelake-6338-2s", "xeon-phi-7295"]
-    steps = Steps(progress, "validate primitives", len(names) + (host_machine is not None))
+    names += ["skylake-8170-2s", "cooperlake-8380h-4s"]  # issue 22 robot machines
+    from mmsim.machine.host import config_path
+
+    native = host_machine is not None and not (host_machine != "host" and host_machine in PRESETS) \
+        and not (host_machine == "host" and not config_path().is_file())
+    steps = Steps(progress, "validate primitives", len(names) + native)
     rows = []
     for n in names:
         with steps(n):
@@ -231,13 +249,10 @@ def validate_primitives(host_machine: str | None = None, log: Any = lambda s: No
 
     if host_machine is not None and host_machine != "host" and host_machine in PRESETS:
         log(f"{host_machine} is a preset, not this host: no native rows for it")
+    elif host_machine is not None and not native:
+        log(f"host is not calibrated ({config_path()} missing): its primitives are estimates, host rows "
+            "skipped; run mmsim calibrate, or pass --machine FILE.yaml")
     elif host_machine is not None:
-        from mmsim.machine.host import config_path
-
-        if host_machine == "host" and not config_path().is_file():
-            log(f"host is not calibrated ({config_path()} missing): its primitives are estimates, host rows "
-                "skipped; run mmsim calibrate, or pass --machine FILE.yaml")
-        else:
-            with steps(f"{host_machine}: native measurements"):
-                rows += host_rows(host_machine, get_machine(host_machine), log)
+        with steps(f"{host_machine}: native measurements"):
+            rows += host_rows(host_machine, get_machine(host_machine), log)
     return rows
