@@ -123,16 +123,17 @@ def measure(name: str) -> dict[str, Any]:
 def _count(st: Counter[str]) -> Iterator[None]:
     """Count, without changing any cost: blocks freed to the buddy lists and
     their merge levels, and list operations on a ``free_area`` another CPU
-    wrote last (each charged a list-head line and a neighbour's struct page)."""
+    wrote last (each charged the free_area line; the struct page lines are charged apart)."""
     touch_area, free_one = PageAllocator._touch_area, PageAllocator._free_one_page
 
-    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> None:
+    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> float:
         st["free_area ops"] += 1
         st["free_area ops after another CPU"] += z.area_owner[order] != cpu
-        touch_area(self, z, order, cpu)
+        ns: float = touch_area(self, z, order, cpu)
+        return ns
 
-    def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int) -> int:
-        levels: int = free_one(self, z, cpu, pfn, order, stamp)
+    def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int, mt: int = -1) -> int:
+        levels: int = free_one(self, z, cpu, pfn, order, stamp, mt)
         st["blocks freed to buddy"] += 1
         st[f"blocks merging {levels} levels" if levels < 3 else "blocks merging 3+ levels"] += 1
         return levels

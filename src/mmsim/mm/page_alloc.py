@@ -22,14 +22,20 @@ b92ca18e8ca5, ``zone_highsize`` after), ``free_factor`` (3b12e7e97938) and the
 per-CPU data cache share > 4 × batch, or the merged rule, LLC slice > 3 × batch).
 
 **Costs.** Instructions of each function body come from :mod:`mmsim.mm.costs`.
-On top, every cache line the code writes costs the transfer from the CPU that
-wrote it last (:meth:`Machine.xfer_ns`): the zone's ``free_area`` list heads
-(one owner per order) and the ``struct page`` of each block touched (its own,
-its buddy's when merging, a list neighbour's). The owners of recently written
-``struct page`` lines are remembered in a bounded table per zone; a line not
-in it counts as last written by the zone's home CPU. This is what makes a
-zone lock hand-off expensive — the data it protects moves with it — and what
-a long batch under one hold amortises.
+On top, every cache line the code touches costs the transfer from the CPU that
+wrote it last (:meth:`Machine.xfer_ns`, HITM while dirty there, HIT once read
+elsewhere): the zone's ``free_area[order]`` line (one owner per order) and,
+one by one as v6.6 touches them, the ``struct page`` lines (issue 19): in
+``free_pcppages_bulk`` the page (``get_pcppage_migratetype``, ``list_del``);
+in ``__free_one_page`` each buddy tested (read), each buddy merged and its two
+free-list neighbours (written), the order+1 buddy ``buddy_merge_likely`` reads
+and the entry the block is inserted next to (head or tail); in
+``__rmqueue_smallest``/``expand`` the block, its list successor, each split
+half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
+and ``prep_compound_page`` write every tail page of a compound block. The
+owners of recent lines are remembered in a bounded table per zone; a line not
+in it counts as last written by the zone's home CPU. So a zone lock hand-off
+moves the data it protects, and a long batch under one hold amortises it.
 """
 
 from __future__ import annotations
@@ -43,9 +49,11 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.kernels.catalog import size_bytes
 from mmsim.locks.spinlock import Spinlock
+from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import Counters
 from mmsim.metrics.events import VmEvent
 from mmsim.mm.costs import path
+from mmsim.mm.free_list import NIL, FreeList
 from mmsim.mm.page_reuse import PageReuse
 
 PAGE_SHIFT = 12
@@ -122,7 +130,7 @@ def pcp_data_cache_bytes(machine: Any, rule: str) -> int:
 class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "owner_cap",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "tail_owner", "owner_cap",
         "wmark_min", "wmark_low", "wmark_high", "batch", "high",
     )
 
@@ -135,7 +143,7 @@ class Zone:
         self.free_pages = pages
         self.lock = lock
         self.home = home
-        self.free_area: list[list[dict[int, int]]] = [[{}, {}, {}] for _ in range(NR_ORDERS)]
+        self.free_area: list[list[FreeList]] = [[FreeList(), FreeList(), FreeList()] for _ in range(NR_ORDERS)]
         top = 1 << MAX_ORDER
         self.pristine = start_pfn
         self.pristine_end = start_pfn + (pages // top) * top
@@ -147,7 +155,10 @@ class Zone:
                 pfn += 1 << order
         self.pb_mt: dict[int, int] = {}  # pageblock index -> migratetype, if not MOVABLE
         self.area_owner = [home] * NR_ORDERS
+        # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines
         self.page_owner: dict[int, int] = {}
+        # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
+        self.tail_owner: dict[int, int] = {}
         self.owner_cap = owner_cap
         self.wmark_min = self.wmark_low = self.wmark_high = 0
         self.batch = self.high = 1
@@ -199,7 +210,7 @@ class PageAllocator:
         self.system = system
         self.counters: Counters = system.counters
         self._freq = m.freq_ghz
-        self._xfer = m.xfer_ns
+        self._xfer: Callable[..., float] = m.xfer_ns
         self.reuse = PageReuse(m)
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
@@ -244,6 +255,9 @@ class PageAllocator:
         self._zone_starts = [z.start_pfn for z in self.zones]
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
+        self.lines = 0  # struct page line accesses charged through _line / _tails (for tests)
+        # zone->lock sections by function: [count, ns charged inside them] (validate --suite paths)
+        self.cs_stats: dict[str, list[int]] = {}
         self.last_alloc_hot = False  # was the block just allocated still in the LLC (PageReuse)?
         # owner -> [pfn << 4 | order]: blocks a caller will free by owner (an unmap); kept only
         # when a workload frees what it faulted in (track_owners), so other runs pay nothing.
@@ -303,52 +317,95 @@ class PageAllocator:
                 return z
         raise MemoryError(f"out of memory: no node has {1 << order} free pages above its min watermark")
 
-    def _touch_page(self, z: Zone, pfn: int, cpu: int) -> float:
-        """Write the ``struct page`` line of ``pfn``: the transfer from its last writer."""
+    def _line(self, z: Zone, pfn: int, cpu: int, write: bool) -> float:
+        """One access by ``cpu`` to the ``struct page`` line of ``pfn``: the transfer from the CPU
+        that wrote it last (HITM while the line is dirty there, HIT once another CPU has read
+        it), 0 if ``cpu`` wrote it last. A write makes ``cpu`` the owner. A read followed by a
+        write of the same line in one kernel step is one access (the write). Lines not
+        remembered count as last written by the zone's home CPU."""
+        self.lines += 1
         po = z.page_owner
-        own = po.pop(pfn, -1)
-        if own < 0:
-            own = z.home
+        st = po.get(pfn, -1)
+        if st < 0:
+            st = z.home << 1 | 1
             if len(po) >= z.owner_cap:
                 del po[next(iter(po))]
-        po[pfn] = cpu
-        return self._xfer(own, cpu, modified=True) if own != cpu else 0.0
+        own = st >> 1
+        if write:
+            po.pop(pfn, None)
+            po[pfn] = cpu << 1 | 1
+        elif own != cpu:
+            po[pfn] = st & ~1
+        if own == cpu:
+            return 0.0
+        return self._xfer(own, cpu, modified=bool(st & 1))
+
+    def _tails(self, z: Zone, pfn: int, order: int, cpu: int) -> float:
+        """The tail ``struct page``s of a compound block, ``(1 << order) - 1`` lines written by
+        ``prep_compound_page`` (allocation) and ``free_pages_prepare`` (free), outside
+        zone->lock. They are contiguous and independent stores, so they overlap
+        ``FILL_BUFFERS`` at a time (Little's law, as the presets' clear rate). Tracked per
+        block (head pfn, order), not per page: a simplification."""
+        n = (1 << order) - 1
+        self.lines += n
+        key = pfn << 4 | order
+        to = z.tail_owner
+        own = to.pop(key, z.home)
+        if len(to) >= z.owner_cap:
+            del to[next(iter(to))]
+        to[key] = cpu
+        if own == cpu:
+            return 0.0
+        return -(-n // FILL_BUFFERS) * self._xfer(own, cpu, modified=True)
 
     def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
         """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
         (SLUB's ``struct slab``): the transfer from its last writer, in ns."""
-        return self._touch_page(z, pfn, cpu)
+        return self._line(z, pfn, cpu, True)
 
-    def _touch_area(self, z: Zone, order: int, cpu: int) -> None:
-        """A list operation on ``free_area[order]``: its head line and a neighbour's struct page."""
+    def _touch_area(self, z: Zone, order: int, cpu: int) -> float:
+        """``zone->free_area[order]``: ``nr_free`` and the list heads, taken as one line, written
+        by every list operation at that order."""
         own = z.area_owner[order]
-        if own != cpu:
-            z.area_owner[order] = cpu
-            self._cs += 2 * self._xfer(own, cpu, modified=True)
+        if own == cpu:
+            return 0.0
+        z.area_owner[order] = cpu
+        return self._xfer(own, cpu, modified=True)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
-        """``__rmqueue_smallest`` + ``expand``: the first free block of ``mt`` at
-        ``order`` or above, split down; the upper halves go back to the lists."""
+        """``__rmqueue_smallest`` + ``expand`` (v6.6): the first free block of ``mt`` at
+        ``order`` or above, split down; the upper halves go to the head of the lower lists.
+        Lines: the block's ``struct page`` (read and written), its list successor's (``prev``
+        written by ``list_del``), and per split level the half's and the lower list's old first
+        entry's; ``free_area[o]`` for every order touched. Never-split MAX_ORDER blocks
+        (``pristine``) sit after the order-10 list's entries."""
         fa = z.free_area
+        line = self._line
         for o in range(order, NR_ORDERS):
             area = fa[o][mt]
             if area:
-                pfn, stamp = area.popitem()
+                pfn, stamp, nxt = area.pop_first()
+                cs = line(z, pfn, cpu, True)
+                if nxt != NIL:
+                    cs += line(z, nxt, cpu, True)
             elif o == MAX_ORDER and z.pristine < z.pristine_end and mt == MIGRATE_MOVABLE \
                     and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE:
                 pfn, stamp = z.pristine, COLD
                 z.pristine += 1 << MAX_ORDER
+                cs = line(z, pfn, cpu, True)
             else:
                 continue
-            self._touch_area(z, o, cpu)
-            self._cs += self._touch_page(z, pfn, cpu)
+            cs += self._touch_area(z, o, cpu)
             while o > order:
                 o -= 1
                 half = pfn + (1 << o)
-                fa[o][mt][half] = stamp
-                self._touch_area(z, o, cpu)
-                self._cs += self._touch_page(z, half, cpu)
+                f = fa[o][mt].add(half, stamp)
+                cs += line(z, half, cpu, True)
+                if f != NIL:
+                    cs += line(z, f, cpu, True)
+                cs += self._touch_area(z, o, cpu)
+            self._cs += cs
             z.free_pages -= 1 << order
             return pfn, stamp
         return None
@@ -392,11 +449,11 @@ class PageAllocator:
                     break
         area = z.free_area[cur][found]
         if area:
-            pfn = next(reversed(area))
+            pfn = area.first
         else:
             pfn = z.pristine
             z.pristine += 1 << MAX_ORDER
-            area[pfn] = COLD
+            area.add(pfn, COLD)
         if cur >= PAGEBLOCK_ORDER:
             for pb in range(pfn >> PAGEBLOCK_ORDER, (pfn + (1 << cur)) >> PAGEBLOCK_ORDER):  # change_pageblock_range
                 self._set_pb_mt(z, pb, start_mt)
@@ -405,7 +462,7 @@ class PageAllocator:
             if moved >= 1 << (PAGEBLOCK_ORDER - 1):
                 self._set_pb_mt(z, pfn >> PAGEBLOCK_ORDER, start_mt)
             return True
-        z.free_area[cur][start_mt][pfn] = area.pop(pfn)  # move_to_free_list (single_page)
+        z.free_area[cur][start_mt].add_tail(pfn, area.pop(pfn))  # move_to_free_list (single_page)
         return True
 
     @staticmethod
@@ -427,42 +484,68 @@ class PageAllocator:
             for p in range(start, start + (1 << PAGEBLOCK_ORDER), 1 << o):
                 for m in range(MIGRATE_PCPTYPES):
                     if m != mt and p in lists[m]:
-                        lists[mt][p] = lists[m].pop(p)
+                        lists[mt].add_tail(p, lists[m].pop(p))  # move_to_free_list
                         moved += 1 << o
         return moved
 
-    def _free_one_page(self, z: Zone, cpu: int, pfn: int, order: int, stamp: int) -> int:
-        """``__free_one_page``: merge with free buddies up to MAX_ORDER; returns
-        the merge levels (for the path cost). The buddy's struct page is read
-        (``page_is_buddy``) at every level."""
-        mt = z.pageblock_mt(pfn)
+    def _free_one_page(self, z: Zone, cpu: int, pfn: int, order: int, stamp: int, mt: int = -1) -> int:
+        """``__free_one_page`` (v6.6) into ``mt``'s lists (-1: the pageblock's type, as
+        ``free_one_page`` reads it): merge with free buddies up to MAX_ORDER, then
+        ``buddy_merge_likely`` picks the list tail when the order+1 buddy is free. Returns the
+        merge levels. Lines (caller holds zone->lock): per merge the buddy's ``struct page``
+        (``page_is_buddy`` read, ``del_page_from_free_list`` write) and its two list neighbours
+        (written; none where a neighbour is the list head); the failed buddy (read); the order+1
+        buddy ``buddy_merge_likely`` tests (read, below order MAX_ORDER - 1); the old first (head
+        insert) or last (tail insert) entry of the target list (written); ``free_area`` per order."""
+        if mt < 0:
+            mt = z.pageblock_mt(pfn)
         fa = z.free_area
+        line = self._line
         levels = 0
+        cs = 0.0
         z.free_pages += 1 << order
         while order < MAX_ORDER:
             buddy = pfn ^ (1 << order)
-            self._cs += self._touch_page(z, buddy, cpu)
-            lists = fa[order]
-            for bl in lists:
+            for bl in fa[order]:
                 if buddy in bl:
                     break
             else:
+                cs += line(z, buddy, cpu, False)  # page_is_buddy fails
                 break
-            bstamp = bl.pop(buddy)
+            cs += line(z, buddy, cpu, True)
+            bstamp, prev, nxt = bl.remove(buddy)
+            if prev != NIL:
+                cs += line(z, prev, cpu, True)
+            if nxt != NIL:
+                cs += line(z, nxt, cpu, True)
+            cs += self._touch_area(z, order, cpu)
             if bstamp > stamp:
                 stamp = bstamp
-            self._touch_area(z, order, cpu)
             pfn &= ~(1 << order)
             order += 1
             levels += 1
-        fa[order][mt][pfn] = stamp
-        self._touch_area(z, order, cpu)
+        to_tail = False
+        if order < MAX_ORDER - 1:  # buddy_merge_likely: is the combined block's order+1 buddy free?
+            higher = (pfn & ~(1 << order)) ^ (1 << (order + 1))
+            cs += line(z, higher, cpu, False)
+            hl = fa[order + 1]
+            to_tail = higher in hl[0] or higher in hl[1] or higher in hl[2]
+        fl = fa[order][mt]
+        f = fl.add_tail(pfn, stamp) if to_tail else fl.add(pfn, stamp)
+        if f != NIL:
+            cs += line(z, f, cpu, True)
+        self._cs += cs + self._touch_area(z, order, cpu)
         return levels
 
     def _charge_cs(self, cpu: int, func: str, ns: int, ins: int) -> int:
         """Charge a critical section: path instructions + the line transfers it made."""
         extra = int(self._cs)
         self._cs = 0.0
+        st = self.cs_stats.get(func)
+        if st is None:
+            st = self.cs_stats[func] = [0, 0]
+        st[0] += 1
+        st[1] += ns + extra
         return self.counters.busy(cpu, func, ns + extra, ins)
 
     # -- allocation --------------------------------------------------------------------
@@ -490,7 +573,10 @@ class PageAllocator:
                 yield from self._rmqueue_bulk(task, z, pcp, lst, order, mt)
             pfn, stamp = lst.pop()
             pcp.count -= 1 << order
-            extra = int(self._touch_page(z, pfn, cpu))  # prep_new_page writes the struct page
+            extra = self._line(z, pfn, cpu, True)  # prep_new_page writes the struct page
+            if order:
+                extra += self._tails(z, pfn, order, cpu)  # prep_compound_page
+            extra = int(extra)
             if extra:
                 pending += c.busy(cpu, "get_page_from_freelist", extra)
         else:
@@ -505,6 +591,8 @@ class PageAllocator:
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order}")
             pfn, stamp = got
+            if order:
+                pending += c.busy(cpu, "get_page_from_freelist", int(self._tails(z, pfn, order, cpu)))
         self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE << order)
         return pfn, pending
 
@@ -565,7 +653,7 @@ class PageAllocator:
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
-        ns += int(self._touch_page(z, pfn, cpu))
+        ns += int(self._line(z, pfn, cpu, True))
         return z.node, self.counters.busy(cpu, "get_page_from_freelist", ns, ins)
 
     # -- freeing ------------------------------------------------------------------------
@@ -576,15 +664,18 @@ class PageAllocator:
         c = self.counters
         z = self.zone_of(pfn)
         stamp = self.reuse.stamp(cpu)
-        extra = self._touch_page(z, pfn, cpu)  # free_pages_prepare / put_page on the struct page
+        extra = self._line(z, pfn, cpu, True)  # free_pages_prepare / put_page on the struct page
+        if order:
+            extra += self._tails(z, pfn, order, cpu)  # free_pages_prepare: every tail's flags
         if not self.pcp_allowed_order(order):
             c.vm[cpu][PGFREE] += 1 << order
+            pending += c.busy(cpu, "free_pages_prepare", int(extra))
             if pending:
                 yield pending
             yield z.lock.acquire(task)
             levels = self._free_one_page(z, cpu, pfn, order, stamp)
             ns, ins = self._free_path(1, levels)
-            yield self._charge_cs(cpu, "free_one_page", ns + int(extra), ins)
+            yield self._charge_cs(cpu, "free_one_page", ns, ins)
             z.lock.release(task)
             return 0
         ns, ins = path("free_unref_page", self._freq)
@@ -655,15 +746,21 @@ class PageAllocator:
                 lst = lists[pindex]
                 if lst:
                     break
-            order = pindex // MIGRATE_PCPTYPES if pindex < NR_LOWORDER_PCP_LISTS else HPAGE_PMD_ORDER
+            if pindex < NR_LOWORDER_PCP_LISTS:
+                order, mt = divmod(pindex, MIGRATE_PCPTYPES)
+            else:
+                order, mt = HPAGE_PMD_ORDER, -1  # the THP list mixes types: page->index = the pageblock's
             nr = 1 << order
             while True:
+                # list_last_entry, get_pcppage_migratetype (page->index), list_del: the page's line. Its
+                # list predecessor (next_pfn's prev write) is this CPU's own PCP entry: no transfer.
                 pfn, stamp = lst.popleft()
+                self._cs += self._line(z, pfn, cpu, True)
                 count -= nr
                 pcp.count -= nr
                 pages += nr
                 blocks += 1
-                levels += self._free_one_page(z, cpu, pfn, order, stamp)
+                levels += self._free_one_page(z, cpu, pfn, order, stamp, mt)
                 if count <= 0 or not lst:
                     break
         ns, ins = self._free_path(blocks, levels)
