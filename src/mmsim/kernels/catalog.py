@@ -181,8 +181,9 @@ POLICIES: dict[str, Policy] = {
         Policy("pcp_orders", ("0", "0-3+thp"),
                "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)",
                "mm/page_alloc.c order_to_pindex()"),
-        Policy("pcp_high", ("6xbatch", "zone_highsize"),
-               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)",
+        Policy("pcp_high", ("6xbatch", "zone_highsize", "2xbatch"),
+               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14); "
+               "2xbatch: the debug setting of 52166607ecc9's measurements",
                "mm/page_alloc.c zone_highsize()"),
         _num("percpu_pagelist_high_fraction",
              "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark",

@@ -232,7 +232,9 @@ class PageAllocator:
         self._setup_wmarks()
         for z in self.zones:
             z.batch = max(1, zone_batchsize(z.managed_pages, cap)) if batch_set == "auto" else int(batch_set)
-            if pol("pcp_high") == "zone_highsize":
+            if pol("pcp_high") == "2xbatch":
+                z.high = 2 * z.batch  # 52166607ecc9's debug patches: "Set PCP high to be 2 * batch"
+            elif pol("pcp_high") == "zone_highsize":
                 z.high = zone_highsize(z.wmark_low, z.managed_pages, z.batch, len(m.node_cpus(z.node)) or m.ncpus,
                                        int(pol("percpu_pagelist_high_fraction")))
             else:
