@@ -55,6 +55,7 @@ from mmsim.metrics.events import VmEvent
 from mmsim.mm.costs import path
 from mmsim.mm.free_list import NIL, FreeList
 from mmsim.mm.page_reuse import PageReuse
+from mmsim.mm.pcp import PCPF_FREE_HIGH_BATCH, Pcp, PcpRules
 
 PAGE_SHIFT = 12
 PAGE_SIZE = 4096
@@ -72,9 +73,6 @@ FALLBACKS = ((MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE), (MIGRATE_RECLAIMABLE, MIGRA
              (MIGRATE_UNMOVABLE, MIGRATE_MOVABLE))
 NR_LOWORDER_PCP_LISTS = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER + 1)
 
-# per_cpu_pages.flags
-PCPF_PREV_FREE_HIGH_ORDER = 0x01
-PCPF_FREE_HIGH_BATCH = 0x02
 
 COLD = -1  # stamp of memory never written since boot
 
@@ -84,6 +82,7 @@ PCP_REFILL = int(VmEvent.PCP_REFILL)
 PCP_DRAIN = int(VmEvent.PCP_DRAIN)
 PCP_DRAIN_PAGES = int(VmEvent.PCP_DRAIN_PAGES)
 PCP_FREE_HIGH = int(VmEvent.PCP_FREE_HIGH)
+ZONE_ALLOC_PAGES = int(VmEvent.ZONE_ALLOC_PAGES)
 
 
 def zone_batchsize(managed_pages: int, cap_bytes: int = 512 * 1024) -> int:
@@ -131,7 +130,7 @@ class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
         "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "tail_owner", "owner_cap",
-        "wmark_min", "wmark_low", "wmark_high", "batch", "high",
+        "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
     )
 
     def __init__(self, node: int, start_pfn: int, pages: int, lock: Spinlock, home: int, owner_cap: int) -> None:
@@ -161,7 +160,8 @@ class Zone:
         self.tail_owner: dict[int, int] = {}
         self.owner_cap = owner_cap
         self.wmark_min = self.wmark_low = self.wmark_high = 0
-        self.batch = self.high = 1
+        self.batch = self.high = self.high_max = 1
+        self.below_high = False  # ZONE_BELOW_HIGH (57c0419c5f0e)
 
     def pageblock_mt(self, pfn: int) -> int:
         return self.pb_mt.get(pfn >> PAGEBLOCK_ORDER, MIGRATE_MOVABLE)
@@ -172,20 +172,6 @@ class Zone:
         if order == MAX_ORDER:
             n += (self.pristine_end - self.pristine) >> MAX_ORDER
         return n
-
-
-class Pcp:
-    """``struct per_cpu_pages`` of one CPU and zone. A list's head is its right end."""
-
-    __slots__ = ("lists", "count", "high", "batch", "free_factor", "flags")
-
-    def __init__(self, nlists: int, high: int, batch: int, flags: int) -> None:
-        self.lists: list[deque[tuple[int, int]]] = [deque() for _ in range(nlists)]
-        self.count = 0
-        self.high = high
-        self.batch = batch
-        self.free_factor = 0
-        self.flags = flags
 
 
 class PcpRow(dict[int, Pcp]):
@@ -214,8 +200,10 @@ class PageAllocator:
         self.reuse = PageReuse(m)
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
-        self.free_factor_on = pol("pcp_free_factor") == "on"
-        self.free_high_rule = pol("pcp_free_high")
+        self.rules = PcpRules(pol)
+        self.free_factor_on = self.rules.free_factor_on
+        self.free_count_on = self.rules.free_count_on
+        self.below_high_on = self.rules.below_high_on
         self.nlists = NR_LOWORDER_PCP_LISTS + 1 if self.high_orders else MIGRATE_PCPTYPES
         cap = size_bytes(pol("pcp_batch_cap"))
         batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
@@ -239,6 +227,12 @@ class PageAllocator:
                                        int(pol("percpu_pagelist_high_fraction")))
             else:
                 z.high = 6 * z.batch  # pageset_set_batch (v3.x .. v5.13)
+            z.high_max = z.high
+            if self.rules.tuning != "off" and pol("pcp_high") == "zone_highsize" \
+                    and int(pol("percpu_pagelist_high_fraction")) == 0:
+                # 90b41691b988: high_max = zone_highsize at MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)
+                z.high_max = zone_highsize(z.wmark_low, z.managed_pages, z.batch,
+                                           len(m.node_cpus(z.node)) or m.ncpus, 8)
         rule = pol("pcp_free_high_batch")
         cache_pages = pcp_data_cache_bytes(m, rule) >> PAGE_SHIFT if rule != "off" else 0
         mult = 4 if rule == "v1" else 3
@@ -248,7 +242,7 @@ class PageAllocator:
         def make(zi: int) -> Pcp:
             z = zones[zi]
             return Pcp(nlists, z.high, z.batch,
-                       PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0)
+                       PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0, z.high_max)
 
         # pcps[cpu][zone index]; built on first use: most CPU x zone pairs never are.
         self.pcps = [PcpRow(make) for _ in range(m.ncpus)]
@@ -312,6 +306,8 @@ class PageAllocator:
         for n in zl:
             z = self.zones[n]
             if z.free_pages - unusable > z.wmark_low:
+                if self.below_high_on and not z.below_high and z.free_pages - unusable <= z.wmark_high:
+                    z.below_high = True  # 57c0419c5f0e: zone_watermark_fast(high) failed
                 return z
         for n in zl:
             z = self.zones[n]
@@ -566,8 +562,7 @@ class PageAllocator:
             ns, ins = self._pcp_path
             pending += c.busy(cpu, "get_page_from_freelist", ns, ins)
             pcp = self.pcps[cpu][z.index]
-            if self.free_factor_on:
-                pcp.free_factor >>= 1
+            self.rules.on_alloc(pcp)
             lst = pcp.lists[self.pindex(order, mt)]
             if not lst:
                 yield pending
@@ -590,6 +585,7 @@ class PageAllocator:
             ns, ins = path("__rmqueue", self._freq)
             yield self._charge_cs(cpu, "__rmqueue", ns, ins)
             z.lock.release(task)
+            c.vm[cpu][ZONE_ALLOC_PAGES] += 1 << order
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order}")
             pfn, stamp = got
@@ -601,11 +597,10 @@ class PageAllocator:
     def _rmqueue_bulk(
         self, task: Task, z: Zone, pcp: Pcp, lst: deque[tuple[int, int]], order: int, mt: int,
     ) -> Generator[Any, Any, None]:
-        """``rmqueue_bulk`` under ``zone->lock``: ``batch >> order`` (at least 2) blocks."""
+        """``rmqueue_bulk`` under ``zone->lock``: ``nr_pcp_alloc`` blocks (``batch >> order``, at
+        least 2, scaled by ``alloc_factor`` after c0a242394cb9)."""
         cpu = task.cpu
-        batch = pcp.batch
-        if batch > 1 and order:
-            batch = max(batch >> order, 2)
+        batch = self.rules.nr_pcp_alloc(pcp, z, order)
         yield z.lock.acquire(task)
         n = 0
         while n < batch:
@@ -618,7 +613,9 @@ class PageAllocator:
         yield self._charge_cs(cpu, "rmqueue_bulk", ns * n, ins * n)
         z.lock.release(task)
         pcp.count += n << order
-        self.counters.vm[cpu][PCP_REFILL] += 1
+        v = self.counters.vm[cpu]
+        v[PCP_REFILL] += 1
+        v[ZONE_ALLOC_PAGES] += n << order
         if not lst:
             raise MemoryError(f"zone {z.node}: rmqueue_bulk found no order-{order} block")
 
@@ -639,7 +636,7 @@ class PageAllocator:
         ``(node, ns)`` charged but not yielded, or None if a refill is needed.
         (The hot path of every 4 KiB fault: kept lean.)"""
         z = self.zones[node]
-        if z.free_pages <= z.wmark_low:
+        if z.free_pages <= z.wmark_high:
             z = self._pick(node, 0)
         cpu = task.cpu
         pcp = self.pcps[cpu][z.index]
@@ -648,6 +645,8 @@ class PageAllocator:
             return None
         if self.free_factor_on:
             pcp.free_factor >>= 1
+        elif self.free_count_on:
+            pcp.free_count >>= 1
         pfn, stamp = lst.pop()
         pcp.count -= 1
         self.counters.vm[cpu][PGALLOC] += 1
@@ -684,53 +683,26 @@ class PageAllocator:
         pending += c.busy(cpu, "free_unref_page", ns + int(extra), ins)
         pcp = self.pcps[cpu][z.index]
         pindex = self.pindex(order, z.pageblock_mt(pfn) if order <= PAGE_ALLOC_COSTLY_ORDER else 0)
-        n = self._free_unref_page_commit(cpu, pcp, pfn, stamp, order, pindex)
+        n = self._free_unref_page_commit(cpu, z, pcp, pfn, stamp, order, pindex)
         if n:
             yield pending
             yield from self._free_pcppages_bulk(task, z, pcp, n, pindex)
+            if z.below_high and z.free_pages > z.wmark_high:
+                z.below_high = False  # 57c0419c5f0e: cleared after a drain above the high watermark
             return 0
         return pending
 
-    def _free_unref_page_commit(self, cpu: int, pcp: Pcp, pfn: int, stamp: int, order: int, pindex: int) -> int:
+    def _free_unref_page_commit(self, cpu: int, z: Zone, pcp: Pcp, pfn: int, stamp: int, order: int,
+                                pindex: int) -> int:
         """``free_unref_page_commit``: add to the PCP; returns how many pages to
-        drain now (0: none). The free_high rule per the kernel's policies."""
+        drain now (0: none), by the kernel's PCP rules (:class:`PcpRules`)."""
         self.counters.vm[cpu][PGFREE] += 1 << order
         pcp.lists[pindex].append((pfn, stamp))
         pcp.count += 1 << order
-        free_high = False
-        rule = self.free_high_rule
-        if rule != "off":
-            if 0 < order <= PAGE_ALLOC_COSTLY_ORDER:
-                if rule == "consecutive":
-                    free_high = pcp.free_factor > 0 and bool(pcp.flags & PCPF_PREV_FREE_HIGH_ORDER)
-                    pcp.flags |= PCPF_PREV_FREE_HIGH_ORDER
-                else:
-                    free_high = pcp.free_factor > 0
-                if free_high and pcp.flags & PCPF_FREE_HIGH_BATCH:
-                    free_high = pcp.count >= pcp.batch
-            elif pcp.flags & PCPF_PREV_FREE_HIGH_ORDER:
-                pcp.flags &= ~PCPF_PREV_FREE_HIGH_ORDER
-        high = 0 if free_high else pcp.high  # nr_pcp_high (no reclaim is active)
-        if pcp.count < high:
-            return 0
+        n, free_high = self.rules.commit(pcp, z, order)
         if free_high:
             self.counters.vm[cpu][PCP_FREE_HIGH] += 1
-            return pcp.count
-        return self._nr_pcp_free(pcp, high)
-
-    def _nr_pcp_free(self, pcp: Pcp, high: int) -> int:
-        """``nr_pcp_free``: batch doubled for every free-only drain (3b12e7e97938),
-        between batch and high - batch; before it, free_hot_cold_page freed ``batch``."""
-        batch = pcp.batch
-        if not self.free_factor_on:
-            return batch
-        if high < batch:
-            return 1
-        lo, hi = batch, high - batch
-        b = batch << pcp.free_factor
-        if b < hi:
-            pcp.free_factor += 1
-        return min(max(b, lo), hi)
+        return n
 
     def _free_pcppages_bulk(self, task: Task, z: Zone, pcp: Pcp, count: int, pindex: int) -> Generator[Any, Any, None]:
         """``free_pcppages_bulk`` under ``zone->lock``: round-robin over the lists,

@@ -94,7 +94,7 @@ CPU_PARTIAL_ALLOC = int(VmEvent.CPU_PARTIAL_ALLOC)
 CPU_PARTIAL_FREE = int(VmEvent.CPU_PARTIAL_FREE)
 CPU_PARTIAL_NODE = int(VmEvent.CPU_PARTIAL_NODE)
 CPU_PARTIAL_DRAIN = int(VmEvent.CPU_PARTIAL_DRAIN)
-SLAB_EVENTS = tuple(e for e in VmEvent if e >= VmEvent.SLAB_ALLOC_FASTPATH)
+SLAB_EVENTS = tuple(e for e in VmEvent if VmEvent.SLAB_ALLOC_FASTPATH <= e <= VmEvent.CPU_PARTIAL_DRAIN)
 
 
 def order_objects(order: int, size: int) -> int:
