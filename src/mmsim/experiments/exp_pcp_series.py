@@ -44,8 +44,8 @@ def _spec(n: int) -> RunSpec:
 def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     base = res["base"]
     bw0 = base.metrics[BW]
-    fh0 = base.vmstat["pcp_free_high"]
-    az0 = base.vmstat.get("zone_alloc_pages", 0)
+    fh0 = base.counters["pcp_free_high"]
+    az0 = base.counters.get("zone_alloc_pages", 0)
     checks: list[Check] = []
     notes = ["simulated | published (v1 row; v3 cover letter score / lock in brackets):",
              f"{'arm':<5} {'score':>14} {'zone lock %':>14} {'free_high':>14} {'alloc_zone':>14} {'miss %':>12}"]
@@ -53,8 +53,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         score, lock, fh, az, miss = PUBLISHED_V1[arm]
         s_score = 100 * r.metrics[BW] / bw0 if bw0 else 0.0
         s_lock = r.lock_wait_share(ZONE_LOCK)
-        s_fh = 100 * r.vmstat["pcp_free_high"] / fh0 if fh0 else 0.0
-        s_az = 100 * r.vmstat.get("zone_alloc_pages", 0) / az0 if az0 else 0.0
+        s_fh = 100 * r.counters["pcp_free_high"] / fh0 if fh0 else 0.0
+        s_az = 100 * r.counters.get("zone_alloc_pages", 0) / az0 if az0 else 0.0
         s_miss = r.metrics[MISS]
         v3 = PUBLISHED_V3.get(arm)
         v3s = f" [{v3[0]:.1f} / {v3[1]:.1f}]" if v3 else ""
@@ -76,8 +76,9 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
                         "p7's LLC miss rate above p5's (published 0.3% -> 2.9%): direction only"))
     for arm in ("p5", "p7", "p9"):
         r = res[arm]
-        notes.append(f"{arm}: {r.vmstat['pcp_refill']:,} refills taking {r.vmstat.get('zone_alloc_pages', 0):,} pages; "
-                     f"{r.vmstat['pcp_drain']:,} drains of {r.vmstat['pcp_drain_pages']:,} pages; "
+        k = r.counters
+        notes.append(f"{arm}: {k['pcp_refill']:,} refills taking {k.get('zone_alloc_pages', 0):,} pages; "
+                     f"{k['pcp_drain']:,} drains of {k['pcp_drain_pages']:,} pages; "
                      f"{r.locks[ZONE_LOCK]['acquisitions']:,} zone->lock acquisitions")
     return checks, notes
 

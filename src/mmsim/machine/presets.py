@@ -596,19 +596,27 @@ def host() -> Machine:
     return _host.host_machine()
 
 
-from mmsim.machine.presets_pcp import sapphirerapids_8480_2s  # noqa: E402 (needs the helpers above)
-
 PRESETS: dict[str, Callable[[], Machine]] = {
     "xeon-e5-2699v3-2s": functools.cache(xeon_e5_2699v3_2s),
     "sgi-uv2000-512": functools.cache(sgi_uv2000_512),
     "westmere-ex-4s": functools.cache(westmere_ex_4s),
     "cascadelake-optane-2s": functools.cache(cascadelake_optane_2s),
     "icelake-6338-2s": functools.cache(icelake_6338_2s),
-    "sapphirerapids-8480-2s": functools.cache(sapphirerapids_8480_2s),
     "xeon-phi-7295": functools.cache(xeon_phi_7295),
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
 }
+# Presets in their own modules (imported late: they use this module's helpers)
+from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
+
+PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
+
+PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
+PRESETS["cooperlake-8380h-4s"] = functools.cache(_presets_mmap.cooperlake_8380h_4s)
+from mmsim.machine import presets_pcp as _presets_pcp  # noqa: E402
+
+PRESETS["sapphirerapids-8480-2s"] = functools.cache(_presets_pcp.sapphirerapids_8480_2s)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -616,10 +624,13 @@ _DESCRIPTIONS = {
     "westmere-ex-4s": "4 x Xeon E7-4870 (Westmere-EX), 80 CPUs, 128 GiB",
     "cascadelake-optane-2s": "2 x Xeon Platinum 8260 (Cascade Lake), 96 CPUs, + Optane DC PMEM nodes",
     "icelake-6338-2s": "2 x Xeon Gold 6338 (Ice Lake-SP), 128 CPUs, 48 MiB LLC per socket",
-    "sapphirerapids-8480-2s": "2 x Xeon Platinum 8480+ (Sapphire Rapids), 224 CPUs, 105 MiB LLC per socket",
     "xeon-phi-7295": "Xeon Phi 7295 (Knights Mill), 288 CPUs, 80 GiB, MCDRAM cache mode",
+    "skylake-8170-2s": "2 x Xeon Platinum 8170 (Skylake-SP), 104 CPUs, 192 GiB: robot lkp-skl-fpga01 (issue 22)",
+    "cooperlake-8380h-4s": "4 x Xeon Platinum 8380H (Cooper Lake), 224 CPUs, 192 GiB: robot lkp-cpl-4sp2 (issue 22)",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
+    "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
+    "sapphirerapids-8480-2s": "2 x Xeon Platinum 8480+ (Sapphire Rapids), 224 CPUs: 52166607ecc9 (issue 19)",
 }
 
 
