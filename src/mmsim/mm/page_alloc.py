@@ -197,6 +197,9 @@ class PageAllocator:
         self.counters: Counters = system.counters
         self._freq = m.freq_ghz
         self._xfer: Callable[..., float] = m.xfer_ns
+        self._ncpus = m.ncpus
+        # transfer cost to each CPU from (last writer << 1 | dirty), built a row at a time on first use
+        self._xrows: list[list[float] | None] = [None] * (2 * m.ncpus)
         self.reuse = PageReuse(m)
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
@@ -328,15 +331,19 @@ class PageAllocator:
             st = z.home << 1 | 1
             if len(po) >= z.owner_cap:
                 del po[next(iter(po))]
-        own = st >> 1
-        if write:
-            po.pop(pfn, None)
+            if write:
+                po[pfn] = cpu << 1 | 1
+            elif st >> 1 != cpu:
+                po[pfn] = st - 1
+        elif write:
+            del po[pfn]
             po[pfn] = cpu << 1 | 1
-        elif own != cpu:
-            po[pfn] = st & ~1
-        if own == cpu:
-            return 0.0
-        return self._xfer(own, cpu, modified=bool(st & 1))
+        elif st & 1 and st >> 1 != cpu:
+            po[pfn] = st - 1
+        row = self._xrows[st]
+        if row is None:
+            row = self._xrows[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]
+        return row[cpu]
 
     def _tails(self, z: Zone, pfn: int, order: int, cpu: int) -> float:
         """The tail ``struct page``s of a compound block, ``(1 << order) - 1`` lines written by
