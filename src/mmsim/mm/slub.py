@@ -62,8 +62,9 @@ from mmsim.locks.spinlock import Spinlock
 from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES, Counters
 from mmsim.metrics.events import VmEvent
+from mmsim.mm.buddy import MIGRATE_UNMOVABLE
 from mmsim.mm.costs import path
-from mmsim.mm.page_alloc import MIGRATE_UNMOVABLE, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE, PageAllocator
+from mmsim.mm.page_alloc import PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE, PageAllocator
 
 # mm/slub.c (v6.6)
 MIN_PARTIAL = 5
