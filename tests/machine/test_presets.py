@@ -24,6 +24,7 @@ NAMES = [
     "westmere-ex-4s",
     "cascadelake-optane-2s",
     "icelake-6338-2s",
+    "sapphirerapids-8480-2s",
     "xeon-phi-7295",
     "skylake-8170-2s",
     "cooperlake-8380h-4s",

@@ -614,6 +614,9 @@ from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
 
 PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
 PRESETS["cooperlake-8380h-4s"] = functools.cache(_presets_mmap.cooperlake_8380h_4s)
+from mmsim.machine import presets_pcp as _presets_pcp  # noqa: E402
+
+PRESETS["sapphirerapids-8480-2s"] = functools.cache(_presets_pcp.sapphirerapids_8480_2s)
 from mmsim.machine import presets_numa as _presets_numa  # noqa: E402
 
 PRESETS["tiny-pmem"] = functools.cache(_presets_numa.tiny_pmem)
@@ -631,6 +634,7 @@ _DESCRIPTIONS = {
     "tiny-pmem": "test machine: tiny + a CPU-less 2 GiB slow-memory node per socket",
     "tiny": "8-CPU test machine with round numbers",
     "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
+    "sapphirerapids-8480-2s": "2 x Xeon Platinum 8480+ (Sapphire Rapids), 224 CPUs: 52166607ecc9 (issue 19)",
 }
 
 
