@@ -107,9 +107,9 @@ def test_runner_catches_hangs_and_memory_blowups(tmp_path: Path) -> None:
     import hostile_corpus as hc
 
     case = Case("x", [])
-    real_main = sys.modules["mmsim.cli"].main if "mmsim.cli" in sys.modules else None
     import mmsim.cli
 
+    real_main = mmsim.cli.main  # restored below, whether or not mmsim.cli was imported before this test
     try:
         mmsim.cli.main = lambda argv=None: (lambda: [None for _ in iter(int, 1)])() or 0
         old = hc.WALL_SECONDS
@@ -123,5 +123,4 @@ def test_runner_catches_hangs_and_memory_blowups(tmp_path: Path) -> None:
         assert out.problem(case) is not None and "MemoryError" in out.stderr
     finally:
         hc.WALL_SECONDS = 5.0
-        if real_main is not None:
-            mmsim.cli.main = real_main
+        mmsim.cli.main = real_main

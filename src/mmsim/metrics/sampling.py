@@ -48,7 +48,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mmsim.metrics.counters import Counters, LockStat
+from mmsim.metrics.counters import TASK_CLOCK, Counters, LockStat
 
 BATCHES = 8
 # Student-t 0.975 quantiles for BATCHES - 1 = 7 degrees of freedom (any table)
@@ -79,26 +79,36 @@ def _scaled(delta: int, r: float) -> int:
 
 
 def extrapolate(
-    c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float, r_cpu: dict[int, float] | None = None
+    c: Counters, locks: dict[str, LockStat], a: _Snapshot, r: float, r_cpu: dict[int, float] | None = None,
+    exact_vm: frozenset[int] = frozenset(),
 ) -> None:
     """Add ``r x`` (now - ``a``) to every additive counter (maxima are left alone);
-    a CPU in ``r_cpu`` has its own factor (its thread's skipped / window operations)."""
+    a CPU in ``r_cpu`` has its own factor (its thread's skipped / window operations).
+    vm counters in ``exact_vm`` are left alone: the workload's functional skip counts them
+    exactly (thp_memscale's pgalloc, so that allocated + free pages stay the managed pages)."""
     r0 = r
     for cpu in range(c.ncpus):
         r = r_cpu.get(cpu, r0) if r_cpu else r0
         p, p0 = c.perf[cpu], a.perf[cpu]
         for j in range(len(p)):
-            if p[j] != p0[j]:
+            if p[j] != p0[j] and j != TASK_CLOCK:
                 p[j] += _scaled(p[j] - p0[j], r)
         v, v0 = c.vm[cpu], a.vm[cpu]
         for j in range(len(v)):
-            if v[j] != v0[j]:
+            if v[j] != v0[j] and j not in exact_vm:
                 v[j] += _scaled(v[j] - v0[j], r)
+        added_ns = 0
         for d, d0 in ((c.prof_ns[cpu], a.prof_ns[cpu]), (c.prof_insns[cpu], a.prof_insns[cpu])):
             for f in sorted(d):
                 dv = d[f] - d0.get(f, 0)
                 if dv:
-                    d[f] += _scaled(dv, r)
+                    inc = _scaled(dv, r)
+                    d[f] += inc
+                    if d is c.prof_ns[cpu]:
+                        added_ns += inc
+        # the task clock is the profile summed (Counters.busy charges both): add what the profile
+        # got, rounded entry by entry, so the two stay equal to the nanosecond
+        p[TASK_CLOCK] += added_ns
     r = r0
     for name in sorted(locks):
         s = locks[name]
@@ -139,8 +149,10 @@ class FastForward:
         warm: int,
         tail: int,
         min_thread_ops: int = 4,
+        exact_vm: frozenset[int] = frozenset(),
     ) -> None:
         self._now = now
+        self.exact_vm = exact_vm
         self.counters = counters
         self.locks = locks
         self.n = nthreads
@@ -259,7 +271,8 @@ class FastForward:
         r = skipped / total
         assert self._snap is not None
         # per CPU, its thread's own factor: its skipped operations are counted exactly
-        extrapolate(self.counters, self.locks, self._snap, r, {self.cpu[j]: n[j] / d[j] for j in d if d[j]})
+        extrapolate(self.counters, self.locks, self._snap, r, {self.cpu[j]: n[j] / d[j] for j in d if d[j]},
+                    self.exact_vm)
         fns = round(f)
         self.skipped_ns += fns
         self.skipped_ops += skipped

@@ -32,11 +32,13 @@ from collections.abc import Generator
 from typing import Any
 
 from mmsim.engine.core import Task
+from mmsim.metrics.events import VmEvent
 from mmsim.metrics.sampling import FastForward
 from mmsim.mm import memory
 from mmsim.mm.costs import path
 from mmsim.mm.huge_memory import thp_applies
 from mmsim.mm.mmap import MmStruct
+from mmsim.mm.page_alloc import HPAGE_PMD_ORDER
 from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE, PUD_SHIFT
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 
@@ -107,6 +109,7 @@ class ThpMemscale:
                 lambda: system.engine.now, system.counters, system.locks.stats, n,
                 window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * n), skip_ratio=FF_SKIP_RATIO,
                 warm=FF_WARM, tail=FF_TAIL,
+                exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),  # counted by skip_mapped's allocations
             )
         system.start_vmstat_timer(lambda: main.state == "done")
 
@@ -205,18 +208,25 @@ def steady_region(system: Any, vma: Any, start: int, end: int) -> tuple[int, int
 
 
 def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -> None:
-    """The page-table state after ``k`` skipped faults of ``unit`` bytes from ``addr``
-    (the functional part of a fast-forward; their costs were extrapolated)."""
+    """The state after ``k`` skipped faults of ``unit`` bytes from ``addr`` (the functional part
+    of a fast-forward; their costs were extrapolated): the page tables, and the pages and page-table
+    pages those faults took from the allocator."""
     pt = t.mm.pgtables
+    pa = system.page_alloc
     end = addr + k * unit
+    tables = 0
     for pud in range(addr >> PUD_SHIFT, ((end - 1) >> PUD_SHIFT) + 1):
         if pud not in pt.pud_present:
             pt.pud_present.add(pud)
             pt.nr_pmd_tables += 1
+            tables += 1
     if unit == 2 << 20:
         for slot in range(addr >> 21, end >> 21):
             pt.pmd[slot] = PMD_HUGE
             pt.huge_node[slot] = node
+        pa.take_functional(node, HPAGE_PMD_ORDER, k, t.cpu)
+        if tables:
+            pa.take_functional(node, 0, tables, t.cpu)
         return
     a = addr
     while a < end:
@@ -225,8 +235,10 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
         if slot not in pt.pmd:
             pt.pmd[slot] = PMD_TABLE
             pt.nr_pte_tables += 1
+            tables += 1
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
         a = nxt
+    pa.take_functional(node, 0, k + tables, t.cpu)
 
 
 register(ThpMemscale())
