@@ -55,10 +55,13 @@ def last_level(machine: Machine) -> Any:
 class SharedCache:
     """One LLC instance: capacity, byte clock and sub-page stamps."""
 
-    __slots__ = ("capacity", "line", "_t", "_clock", "_rate", "_ends", "stamps", "_since_prune")
+    __slots__ = ("capacity", "horizon", "line", "_t", "_clock", "_rate", "_ends", "stamps", "_since_prune")
 
-    def __init__(self, capacity: int, line: int) -> None:
+    def __init__(self, capacity: int, line: int, horizon: float = 0.0) -> None:
         self.capacity = float(capacity)
+        # distance past which no stamp can hit (pruned): the capacity for exact LRU; further for a
+        # set-associative level, where a line survives with falling probability (machine/hierarchy.py)
+        self.horizon = float(horizon) if horizon > 0 else float(capacity)
         self.line = line
         self._t = 0
         self._clock = 0.0
@@ -99,13 +102,13 @@ class SharedCache:
             self._rate += r
             heapq.heappush(self._ends, (now + duration, r))
         self._since_prune += nbytes
-        if self._since_prune > self.capacity:
+        if self._since_prune > self.horizon:
             self._prune()
 
     def _prune(self) -> None:
         """Drop stamp arrays no future access can hit (all older than capacity)."""
         self._since_prune = 0.0
-        horizon = self._clock - self.capacity
+        horizon = self._clock - self.horizon
         # (a 4 KiB page's array has one stamp: index it rather than pay numpy's reduction)
         dead = [k for k, a in self.stamps.items() if (a[0] if len(a) == 1 else a.max()) < horizon]
         for k in dead:

@@ -1,0 +1,373 @@
+"""The cache hierarchy of a machine: private L2s, a shared LLC, prefetch, perf's counting.
+
+One model for every bulk memory reference (page clears and copies, user
+passes over pages, the page allocator's freed-and-reallocated frames).
+
+**Levels and instances.** The L2 is private to a core (shared by its SMT
+siblings; on Knights Mill by the two cores of a tile), the LLC shared by the
+CPUs under one instance (a socket's L3, an AMD CCD's L3). Each instance is a
+byte clock (:class:`mmsim.machine.llc.SharedCache`): the bytes referenced
+through it, continuously advanced by the streams running on it. A sub-page
+(4 KiB, 64 lines) keeps one stamp per level: the clock when it was last
+touched there. Its reuse distance ``d`` at a later access is the clock since
+(plus the rate of the other streams times the time into the pass, and this
+CPU's own references earlier in the pass: the causal fixed point of
+``machine/llc.py``).
+
+**Associativity (Smith's approximation).** A line survives ``d`` bytes of
+other distinct data in a ``W``-way cache of ``S`` sets if fewer than ``W`` of
+those ``d / 64`` lines fell into its set. With lines spread over sets at
+random (the slice hash of Intel LLCs and the scattered physical frames of 4
+KiB pages), that count is binomial ``(d/64, 1/S)``, for these sizes Poisson
+with mean ``λ = d·W / capacity``: ``P(hit) = P(Poisson(λ) ≤ W - 1)`` (A. J.
+Smith, "A comparative study of set associative memory mapping algorithms and
+their use for cache and main memory", IEEE TSE 1978). It has no cliff: a
+20-way LLC keeps 47% of the lines at ``d = capacity``, 99.7% at half, 3.5%
+at 1.5 × capacity; a direct-mapped cache (``W = 1``, the KNM MCDRAM cache)
+``e^-λ``. ``tests/machine/test_hierarchy.py`` checks it against an exact
+set-associative LRU simulation of random-placed sweeps. Pseudo-LRU and
+adaptive insertion are not modelled (LRU within a set).
+
+**Inclusion** (per machine, :mod:`mmsim.machine.presets_caches`):
+
+* ``inclusive`` (Haswell-EP and older Xeons): every L2 line is in the LLC;
+  an LLC eviction back-invalidates the L2 copy, so an L2 hit needs the line
+  in both: ``p_L2 = P2(d2) · P3(d3)``, ``p_LLC = P3(d3) - p_L2``.
+* ``victim`` (non-inclusive: Skylake-SP, Cascade Lake, Ice Lake-SP, Zen):
+  fills go to the L2 only; the LLC receives L2 evictions. A line enters the
+  LLC when its core has referenced an L2's worth since, so its LLC distance
+  counts only the traffic after that: ``d3' = d3 · max(0, d2 - C2) / d2``;
+  ``p_L2 = P2(d2)``, ``p_LLC = (1 - p_L2) · P3(d3')``.
+* ``memory-side`` (KNM MCDRAM cache mode): in front of memory, not of the
+  cores; no back-invalidation: ``p_L2 = P2(d2)``, ``p_LLC = (1 - p_L2) P3(d3)``.
+
+**Hardware prefetch** (Intel Optimization Manual §2.3.5.4, in
+docs/sources-caches.md 2): the L2 streamer follows an ascending stream
+within a 4 KiB page, up to 20 lines ahead; after its first ``STREAM_START``
+demand misses of a sub-page, the remaining lines of that sub-page are
+prefetched. Into the L2 normally; "to the last level cache only … if there
+are many outstanding requests" — modelled as: when the pass is memory-bound
+(a missed sub-page takes longer than the core loop, so the L2's miss queue
+is full). Prefetch changes which requests are demand requests, and so perf's
+counts; it does not change time: a missed sub-page already streams at the
+core's bandwidth share (machine/bandwidth.py), as a prefetched stream does.
+``rep stosb`` clears (``clear_page_erms``) use fast-string stores: no read
+for ownership, an invalidation per whole destination line (SDM Vol. 3A
+§8.2.4), so a clear reads nothing from memory, and the streamer has nothing
+to fetch for it.
+
+**perf's events** (docs/sources-caches.md 3), per line, expected values:
+
+* ``intel-llc`` (0x4f2e / 0x412e, LONGEST_LAT_CACHE): core-originated demand
+  requests to the LLC, excluding hardware-prefetch fills. A clear: one
+  ownership request per line that misses the L2, a miss when the line is not
+  in the LLC. A streamed pass: ``STREAM_START`` demand requests per sub-page
+  that misses the L2 (the rest hit lines the streamer brought into the L2),
+  or every line when the streamer prefetches to the LLC only (the demand
+  request then finds the line there); misses are the demand requests of
+  sub-pages in neither level.
+* ``amd-l2`` (0xff60 / 0x0964, Zen): every L2 request (L1 misses and L2
+  prefetches); misses are demand requests that miss the L2.
+* ``knl-l2`` (L2_REQUESTS on KNL/KNM): L2 references and L2 misses.
+
+**Frames.** A mapping's key is bound to its physical frame with
+:meth:`CacheHierarchy.bind`, so a page freed and reallocated keeps its cache
+state; :meth:`CacheHierarchy.on_alloc` tells the page allocator how much of
+a block is still cached. All work per page pass is vectorised over its
+sub-pages, never a Python call per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+from scipy.special import gammaincc
+
+from mmsim.machine.llc import NEVER, SUBPAGE, SharedCache
+from mmsim.machine.model import Machine
+from mmsim.machine.presets_caches import AMD_L2, INCLUSIVE, KNL_L2, VICTIM, CacheOrg, cache_org
+from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+
+# Demand misses of a sub-page before the L2 streamer covers the rest of it. estimate, plausible 1-4: the
+# streamer needs an ascending pair of misses to detect a stream (Opt. manual §2.3.5.4), and the adjacent-line
+# prefetcher completes the first miss to its 128-byte pair; a Coffee Lake measurement (docs/sources-caches.md 2)
+# finds the first two lines of every page present.
+STREAM_START = 2
+TABLE_PER_CAP = 512  # survival table resolution: points per capacity of reuse distance
+EPS = 1e-6  # survival below this is 0, above 1 - EPS is 1 (exact counts for clear-cut cases)
+FIX_ITERS = 12
+FIX_TOL = 0.25  # ns: the fixed point of a pass's per-sub-page times is reached
+_NEVER1 = [NEVER]
+
+
+def survival(ways: int) -> np.ndarray:
+    """P(a line survives d bytes of other data), tabulated at d = k / TABLE_PER_CAP capacities
+    (Smith's Poisson approximation; ends with one 0)."""
+    x = np.arange(0, 64 * TABLE_PER_CAP, dtype=np.float64) / TABLE_PER_CAP
+    p = gammaincc(ways, x * ways)
+    p[p < EPS] = 0.0
+    p[p > 1.0 - EPS] = 1.0
+    p[0] = 1.0
+    end = int(np.argmax(p == 0.0)) + 1 if (p == 0.0).any() else len(p)
+    out: np.ndarray = p[:end].copy()
+    out[-1] = 0.0
+    return out
+
+
+class Level:
+    """One cache level: its instances (byte clocks) and survival table."""
+
+    __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity")
+
+    def __init__(self, machine: Machine, name: str) -> None:
+        c = machine.cache(name)
+        self.name = name
+        self.capacity = float(c.size_kib * 1024)
+        self.table = survival(c.ways)
+        self.last = float(len(self.table) - 1)
+        self.scale = TABLE_PER_CAP / self.capacity
+        horizon = self.last / self.scale
+        tpc = machine.sockets[0].threads_per_core
+        cores_per = max(1, c.shared_by // tpc)
+        inst = [(cpu % machine.ncores) // cores_per for cpu in range(machine.ncpus)]
+        self.caches = [SharedCache(c.size_kib * 1024, c.line_bytes, horizon) for _ in range(max(inst) + 1)]
+        self.of_cpu = [self.caches[i] for i in inst]
+
+    def p(self, d: np.ndarray) -> np.ndarray:
+        """Survival probability at reuse distances ``d`` (bytes)."""
+        i = np.clip(d * self.scale, 0.0, self.last).astype(np.intp)
+        r: np.ndarray = self.table.take(i)
+        return r
+
+    def p1(self, d: float) -> float:
+        x = d * self.scale
+        return float(self.table[0 if x <= 0 else int(min(x, self.last))])
+
+
+def _stamps(c: SharedCache, key: Hashable, npages: int) -> np.ndarray:
+    a = c.stamps.get(key)
+    if a is None or len(a) != npages:
+        a = c.stamps[key] = np.array(_NEVER1) if npages == 1 else np.full(npages, NEVER)
+    return a
+
+
+class CacheHierarchy:
+    """L2 + LLC of every CPU of a machine, with its inclusion policy and perf event map.
+
+    Interface (stable; the page allocator and the mm code call it):
+
+    * :meth:`fill` — whole sub-pages written by a ``rep stosb`` clear or a copy destination;
+    * :meth:`access` — a sequential pass over sub-pages (user loop, copy source); returns the
+      expected memory sub-pages and per-sub-page ns;
+    * :meth:`bind` — name the frame a mapping's key is backed by (state follows the frame);
+    * :meth:`resident` / :meth:`on_alloc` / :meth:`on_free` — a frame block's cached share.
+    """
+
+    def __init__(self, machine: Machine, counters: Any, org: CacheOrg | None = None) -> None:
+        self.machine = machine
+        self.counters = counters
+        self.org = org if org is not None else cache_org(machine.name)
+        self.l2 = Level(machine, "L2")
+        self.llc = Level(machine, "L3")
+        self.level = "L3"
+        self.lines_per_sub = SUBPAGE // machine.cache("L3").line_bytes
+        self._alias: dict[Hashable, Hashable] = {}
+        self._res = [[0.0, 0.0] for _ in range(machine.ncpus)]  # fractional perf counts carried
+        # expected sub-pages found in L2 / LLC / memory, over all passes (diagnostics, validate)
+        self.found = [0.0, 0.0, 0.0]
+        self.fixpoint_unconverged = 0
+
+    # -- compatibility with machine/llc.py's CacheModel -------------------------------------
+    @property
+    def caches(self) -> list[SharedCache]:
+        return self.llc.caches
+
+    def of_cpu(self, cpu: int) -> SharedCache:
+        """The LLC instance of ``cpu``."""
+        return self.llc.of_cpu[cpu]
+
+    # -- frames --------------------------------------------------------------------------
+    def bind(self, key: Hashable, pfn: int) -> None:
+        """The page mapped under ``key`` is the block at frame ``pfn``: its stamps are the frame's."""
+        self._alias[key] = ("F", pfn)
+
+    def _key(self, key: Hashable) -> Hashable:
+        return self._alias.get(key, key)
+
+    def resident(self, cpu: int, pfn: int, order: int, now: int) -> tuple[float, float]:
+        """Expected share of block ``pfn`` (2^order pages) in ``cpu``'s L2 and in its LLC only."""
+        n = 1 << order
+        k = ("F", pfn)
+        c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
+        a2, a3 = c2.stamps.get(k), c3.stamps.get(k)
+        if a3 is None and a2 is None:
+            return 0.0, 0.0
+        d2 = c2.advance(now) - (a2 if a2 is not None and len(a2) == n else np.full(n, NEVER))
+        d3 = c3.advance(now) - (a3 if a3 is not None and len(a3) == n else np.full(n, NEVER))
+        p2, p3 = self._probs(d2, d3)
+        return float(p2.mean()), float(p3.mean())
+
+    def on_alloc(self, cpu: int, pfn: int, order: int, now: int) -> float:
+        """The page allocator hands block ``pfn`` to ``cpu``: the expected share of its lines
+        still cached (L2 or LLC) where ``cpu`` will touch it. No state changes."""
+        p2, p3 = self.resident(cpu, pfn, order, now)
+        return p2 + p3
+
+    def on_free(self, cpu: int, pfn: int, order: int) -> None:
+        """Block ``pfn`` was freed by ``cpu``. Its lines stay cached (freeing writes no data; the
+        struct page lines are the allocator's); kept as a hook so callers need not change when
+        the model does."""
+
+    # -- probabilities ---------------------------------------------------------------------
+    def _probs(self, d2: np.ndarray, d3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P(L2 hit), P(LLC hit, L2 miss)) at L2 / LLC reuse distances ``d2`` / ``d3``."""
+        q2 = self.l2.p(d2)
+        pol = self.org.llc
+        if pol == INCLUSIVE:
+            q3 = self.llc.p(d3)
+            p2 = q2 * q3
+            return p2, q3 - p2
+        if pol == VICTIM:
+            c2 = self.l2.capacity
+            d3e = d3 * np.maximum(0.0, d2 - c2) / np.maximum(d2, 1.0)
+            return q2, (1.0 - q2) * self.llc.p(d3e)
+        return q2, (1.0 - q2) * self.llc.p(d3)
+
+    def _count(self, cpu: int, p2: np.ndarray, p3: np.ndarray, streamed: bool, llc_only: bool) -> None:
+        """Add perf's cache-references / cache-misses for sub-pages with these probabilities."""
+        n = len(p2)
+        s2, s3 = float(p2.sum()), float(p3.sum())
+        sm = n - s2 - s3
+        self.found[0] += s2
+        self.found[1] += s3
+        self.found[2] += sm
+        lines = self.lines_per_sub
+        perf = self.org.perf
+        if perf == AMD_L2 or perf == KNL_L2:
+            dem = STREAM_START if streamed else lines
+            refs = n * lines + ((n - s2) * (lines - dem) if (streamed and perf == AMD_L2) else 0.0)
+            miss = (n - s2) * dem
+        else:
+            dem = STREAM_START if streamed else lines
+            refs = (n - s2) * (lines if (llc_only or not streamed) else dem)
+            miss = sm * dem
+        r = self._res[cpu]
+        r[0] += refs
+        r[1] += miss
+        ir, im = int(r[0]), int(r[1])
+        r[0] -= ir
+        r[1] -= im
+        p = self.counters.perf[cpu]
+        p[CACHE_REFERENCES] += ir
+        p[CACHE_MISSES] += im
+
+    # -- operations ----------------------------------------------------------------------
+    def fill(self, cpu: int, key: Hashable, npages: int, order: np.ndarray, duration: int, now: int) -> None:
+        """Write whole sub-pages ``order`` (in that order) of page ``key`` over ``duration`` ns
+        from ``now``: a ``rep stosb`` clear or a copy destination. Lines still cached (a
+        reallocated frame) are write hits; the rest are ownership requests without a read."""
+        k = self._key(key)
+        c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
+        k2, k3 = c2.advance(now), c3.advance(now)
+        n = len(order)
+        a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
+        if n == 1:
+            i = int(order[0])
+            d2, d3 = k2 - a2[i], k3 - a3[i]
+            if d3 >= self.llc.last / self.llc.scale and d2 >= self.l2.last / self.l2.scale:
+                p2v, p3v = np.zeros(1), np.zeros(1)
+            else:
+                p2v, p3v = self._probs(np.array([d2]), np.array([d3]))
+            a2[i] = k2 + c2.rate * duration + SUBPAGE
+            a3[i] = k3 + c3.rate * duration + SUBPAGE
+        else:
+            old2, old3 = a2[order], a3[order]
+            j = np.arange(1, n + 1, dtype=np.float64)
+            own = SUBPAGE * (j - 1)  # this clear's own earlier sub-pages
+            if old3.max() < k3 - self.llc.last / self.llc.scale and old2.max() < k2 - self.l2.last / self.l2.scale:
+                p2v = p3v = np.zeros(n)
+            else:
+                t = duration * (j - 1) / n
+                p2v, p3v = self._probs(k2 - old2 + c2.rate * t + own, k3 - old3 + c3.rate * t + own)
+            a2[order] = k2 + c2.rate * (duration * j / n) + SUBPAGE * j
+            a3[order] = k3 + c3.rate * (duration * j / n) + SUBPAGE * j
+        c2.add_stream(now, n * SUBPAGE, duration)
+        c3.add_stream(now, n * SUBPAGE, duration)
+        self._count(cpu, p2v, p3v, streamed=False, llc_only=False)
+
+    def access(
+        self,
+        cpu: int,
+        key: Hashable,
+        npages: int,
+        idx: np.ndarray,
+        t_hit: float,
+        t_miss: float,
+        now: int,
+        own_insert_per_sub: int = 0,
+        streamed: bool = True,
+    ) -> tuple[float, np.ndarray]:
+        """A pass over sub-pages ``idx`` of page ``key`` in that order from ``now``: a cached
+        sub-page (L2 or LLC) takes ``t_hit`` ns, one from memory ``t_miss``.
+        ``own_insert_per_sub``: bytes this CPU also references per sub-page (a copy's
+        destination). ``streamed``: each sub-page is walked line by line upwards (the L2
+        streamer follows it); False for a pointer chase. Returns (expected sub-pages from
+        memory, expected ns per sub-page).
+
+        The distances depend on the time into the pass, which depends on the hits before:
+        the causal fixed point, iterated from "all miss" on the expected times."""
+        k = self._key(key)
+        c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
+        k2, k3 = c2.advance(now), c3.advance(now)
+        n = len(idx)
+        a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
+        per_sub = SUBPAGE + own_insert_per_sub
+        llc_only = t_miss > t_hit
+        gap = t_miss - t_hit
+        if n == 1:
+            i = int(idx[0])
+            p2, p3 = self._probs(np.array([k2 - a2[i]]), np.array([k3 - a3[i]]))
+            d = t_miss - (float(p2[0]) + float(p3[0])) * gap
+            a2[i] = k2 + c2.rate * d + per_sub
+            a3[i] = k3 + c3.rate * d + per_sub
+            c2.add_stream(now, SUBPAGE, int(d))
+            c3.add_stream(now, SUBPAGE, int(d))
+            self._count(cpu, p2, p3, streamed, llc_only)
+            pm = 1.0 - float(p2[0]) - float(p3[0])
+            return pm, np.array([d])
+        b2 = k2 - a2[idx]
+        b3 = k3 - a3[idx]
+        r2, r3 = c2.rate, c3.rate
+        own = np.arange(n, dtype=np.float64) * per_sub
+        b2 += own
+        b3 += own
+        dur = np.full(n, t_miss)
+        if b3.min() >= self.llc.last / self.llc.scale and b2.min() >= self.l2.last / self.l2.scale:
+            p2 = p3 = np.zeros(n)  # nothing of it is cached: no iteration needed
+        else:
+            for _ in range(FIX_ITERS):
+                x = np.cumsum(dur)
+                x -= dur
+                p2, p3 = self._probs(b2 + r2 * x, b3 + r3 * x)
+                new = t_miss - (p2 + p3) * gap
+                if abs(float(new.sum()) - float(dur.sum())) <= FIX_TOL * n:
+                    dur = new
+                    break
+                dur = new
+            else:
+                self.fixpoint_unconverged += 1
+        after = np.cumsum(dur)
+        a2[idx] = k2 + r2 * after + own + per_sub
+        a3[idx] = k3 + r3 * after + own + per_sub
+        c2.add_stream(now, n * SUBPAGE, int(after[-1]))
+        c3.add_stream(now, n * SUBPAGE, int(after[-1]))
+        self._count(cpu, p2, p3, streamed, llc_only)
+        return float(n - p2.sum() - p3.sum()), dur
+
+    def forget(self, cpu: int, key: Hashable) -> None:
+        """The page's data is dead and its frame not tracked (a key never bound to a frame)."""
+        k = self._key(key)
+        self.l2.of_cpu[cpu].stamps.pop(k, None)
+        self.llc.of_cpu[cpu].stamps.pop(k, None)
