@@ -40,6 +40,7 @@ def test_instances_l2_per_core_llc_per_socket() -> None:
 def test_survival_is_smiths_poisson_formula() -> None:
     t = survival(16)
     assert t[0] == 1.0 and t[-1] == 0.0
+    assert list(survival(8, hashed=False)[[0, TABLE_PER_CAP - 1, TABLE_PER_CAP]]) == [1.0, 1.0, 0.0]
     for x in (0.25, 0.5, 1.0, 1.5):
         assert t[int(x * TABLE_PER_CAP)] == pytest.approx(gammaincc(16, 16 * x), abs=1e-6)
     # direct-mapped: e^-x
@@ -105,16 +106,25 @@ def test_inclusion_back_invalidation() -> None:
     assert out[VICTIM] == 0.0  # an L2 hit
 
 
-def test_associativity_conflict_at_half_the_l2() -> None:
-    """Reuse at 128 KiB of other data (half the 8-way L2, far below the LLC): a fully associative
-    LRU would always hit; 8 ways keep P(Poisson(4) <= 7) of the lines in the L2."""
+def test_associativity_conflict_at_half_the_llc() -> None:
+    """Reuse at 512 KiB of other data (half the 16-way LLC, twice the L2): a fully associative
+    LRU would always hit; 16 ways keep P(Poisson(8) <= 15) of the lines, the rest come from memory.
+    The address-indexed L2 is exact LRU: just under its size everything stays, just over nothing."""
     h = _h()
     h.fill(0, "a", 1, np.array([0]), 10, 0)
-    h.fill(0, "b", 32, np.arange(32), 100, 10)  # 32 x 4 KiB = 128 KiB
+    h.fill(0, "b", 128, np.arange(128), 100, 10)  # 128 x 4 KiB = 512 KiB
     h.found = [0.0, 0.0, 0.0]
     h.access(0, "a", 1, np.array([0]), 10.0, 100.0, 1000)
-    assert h.found[0] == pytest.approx(gammaincc(8, 4.0), abs=2e-3)
-    assert h.found[0] + h.found[1] == 1.0  # the rest is in the LLC: no memory access
+    assert h.found[0] == 0.0
+    assert h.found[1] == pytest.approx(gammaincc(16, 8.0), abs=2e-3)
+    for other, l2_hits in ((63, 1.0), (64, 0.0)):  # 63 or 64 other sub-pages vs 64 in the L2
+        h = _h()
+        h.fill(0, "a", 1, np.array([0]), 10, 0)
+        h.fill(0, "b", other, np.arange(other), 100, 10)
+        h.found = [0.0, 0.0, 0.0]
+        h.access(0, "a", 1, np.array([0]), 10.0, 100.0, 1000)
+        assert h.found[0] == pytest.approx(l2_hits, abs=1e-5)
+        assert h.found[0] + h.found[1] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_prefetched_stream_counts() -> None:

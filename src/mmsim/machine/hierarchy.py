@@ -25,8 +25,12 @@ their use for cache and main memory", IEEE TSE 1978). It has no cliff: a
 20-way LLC keeps 47% of the lines at ``d = capacity``, 99.7% at half, 3.5%
 at 1.5 × capacity; a direct-mapped cache (``W = 1``, the KNM MCDRAM cache)
 ``e^-λ``. ``tests/machine/test_hierarchy.py`` checks it against an exact
-set-associative LRU simulation of random-placed sweeps. Pseudo-LRU and
-adaptive insertion are not modelled (LRU within a set).
+set-associative LRU simulation of random-placed sweeps. This is the LLC's
+rule. The L2 is indexed by plain address bits that lie within a page, so a
+working set smaller than it has no conflict misses (the flat L2 plateaus of
+pointer-chase measurements, docs/sources-caches.md 5): the L2 is exact LRU,
+a line survives less than one capacity. Pseudo-LRU and adaptive insertion
+are not modelled (LRU within a set).
 
 **Inclusion** (per machine, :mod:`mmsim.machine.presets_caches`):
 
@@ -83,7 +87,6 @@ from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaincc
 
 from mmsim.machine.llc import NEVER, SUBPAGE, SharedCache
 from mmsim.machine.model import Machine
@@ -98,15 +101,23 @@ STREAM_START = 2
 TABLE_PER_CAP = 512  # survival table resolution: points per capacity of reuse distance
 EPS = 1e-6  # survival below this is 0, above 1 - EPS is 1 (exact counts for clear-cut cases)
 FIX_ITERS = 12
-FIX_TOL = 0.25  # ns: the fixed point of a pass's per-sub-page times is reached
+FIX_TOL = 1e-3  # the fixed point of a pass is reached: its total time moved by less than this share
 _NEVER1 = [NEVER]
 
 
-def survival(ways: int) -> np.ndarray:
+def survival(ways: int, hashed: bool = True) -> np.ndarray:
     """P(a line survives d bytes of other data), tabulated at d = k / TABLE_PER_CAP capacities
-    (Smith's Poisson approximation; ends with one 0)."""
+    (Smith's Poisson approximation; ends with one 0). ``hashed=False``: an address-indexed cache
+    whose set-index bits lie within the page: exact LRU, a line survives less than a capacity."""
+    if not hashed:
+        return np.concatenate([np.ones(TABLE_PER_CAP), np.zeros(1)])
     x = np.arange(0, 64 * TABLE_PER_CAP, dtype=np.float64) / TABLE_PER_CAP
-    p = gammaincc(ways, x * ways)
+    lam = x * ways
+    term = np.exp(-lam)  # P(Poisson(lam) = 0), then = k for k < ways, summed
+    p = term.copy()
+    for k in range(1, ways):
+        term = term * lam / k
+        p += term
     p[p < EPS] = 0.0
     p[p > 1.0 - EPS] = 1.0
     p[0] = 1.0
@@ -119,31 +130,50 @@ def survival(ways: int) -> np.ndarray:
 class Level:
     """One cache level: its instances (byte clocks) and survival table."""
 
-    __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity")
+    __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity", "horizon")
 
     def __init__(self, machine: Machine, name: str) -> None:
         c = machine.cache(name)
         self.name = name
         self.capacity = float(c.size_kib * 1024)
-        self.table = survival(c.ways)
+        # L2: indexed by address bits 6..14-16, inside a 4 KiB page's colour bits or a huge page, so a
+        # contiguous working set below its size has no conflicts (Molka et al. 2015 and 7-cpu.com
+        # measure flat L2 plateaus up to the size): exact LRU. The LLC's sets are spread by the slice
+        # hash (Intel) or by scattered frames: Smith's formula. Direct-mapped: e^-x either way.
+        self.table = survival(c.ways, hashed=(name != "L2"))
         self.last = float(len(self.table) - 1)
         self.scale = TABLE_PER_CAP / self.capacity
-        horizon = self.last / self.scale
+        self.horizon = self.last / self.scale  # bytes: no line survives this distance
         tpc = machine.sockets[0].threads_per_core
         cores_per = max(1, c.shared_by // tpc)
         inst = [(cpu % machine.ncores) // cores_per for cpu in range(machine.ncpus)]
-        self.caches = [SharedCache(c.size_kib * 1024, c.line_bytes, horizon) for _ in range(max(inst) + 1)]
+        self.caches = [SharedCache(c.size_kib * 1024, c.line_bytes, self.horizon) for _ in range(max(inst) + 1)]
         self.of_cpu = [self.caches[i] for i in inst]
 
     def p(self, d: np.ndarray) -> np.ndarray:
         """Survival probability at reuse distances ``d`` (bytes)."""
-        i = np.clip(d * self.scale, 0.0, self.last).astype(np.intp)
-        r: np.ndarray = self.table.take(i)
+        x = d * self.scale
+        np.minimum(x, self.last, out=x)
+        np.maximum(x, 0.0, out=x)
+        r: np.ndarray = self.table.take(x.astype(np.intp))
         return r
 
     def p1(self, d: float) -> float:
+        """:meth:`p` of one distance."""
         x = d * self.scale
         return float(self.table[0 if x <= 0 else int(min(x, self.last))])
+
+
+_OWN: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _own(n: int, per_sub: int) -> np.ndarray:
+    """``arange(n) * per_sub`` (read-only, built once per pair): a pass's own earlier bytes."""
+    a = _OWN.get((n, per_sub))
+    if a is None:
+        a = _OWN[(n, per_sub)] = np.arange(n, dtype=np.float64) * per_sub
+        a.setflags(write=False)
+    return a
 
 
 def _stamps(c: SharedCache, key: Hashable, npages: int) -> np.ndarray:
@@ -235,10 +265,33 @@ class CacheHierarchy:
             return q2, (1.0 - q2) * self.llc.p(d3e)
         return q2, (1.0 - q2) * self.llc.p(d3)
 
-    def _count(self, cpu: int, p2: np.ndarray, p3: np.ndarray, streamed: bool, llc_only: bool) -> None:
-        """Add perf's cache-references / cache-misses for sub-pages with these probabilities."""
-        n = len(p2)
-        s2, s3 = float(p2.sum()), float(p3.sum())
+    def _any(self, d2: np.ndarray, d3: np.ndarray) -> np.ndarray:
+        """P(cached in L2 or LLC): :meth:`_probs` summed (for inclusive, the LLC alone)."""
+        pol = self.org.llc
+        if pol == INCLUSIVE:
+            return self.llc.p(d3)
+        q2 = self.l2.p(d2)
+        if pol == VICTIM:
+            c2 = self.l2.capacity
+            d3 = d3 * np.maximum(0.0, d2 - c2) / np.maximum(d2, 1.0)
+        r: np.ndarray = q2 + (1.0 - q2) * self.llc.p(d3)
+        return r
+
+    def _probs1(self, d2: float, d3: float) -> tuple[float, float]:
+        """:meth:`_probs` of one sub-page, without arrays."""
+        q2 = self.l2.p1(d2)
+        pol = self.org.llc
+        if pol == INCLUSIVE:
+            q3 = self.llc.p1(d3)
+            return q2 * q3, q3 - q2 * q3
+        if pol == VICTIM:
+            c2 = self.l2.capacity
+            d3 = d3 * max(0.0, d2 - c2) / max(d2, 1.0)
+        return q2, (1.0 - q2) * self.llc.p1(d3)
+
+    def _count(self, cpu: int, n: int, s2: float, s3: float, streamed: bool, llc_only: bool) -> None:
+        """Add perf's cache-references / cache-misses for ``n`` sub-pages of which ``s2`` are
+        expected in the L2 and ``s3`` in the LLC only."""
         sm = n - s2 - s3
         self.found[0] += s2
         self.found[1] += s3
@@ -273,29 +326,25 @@ class CacheHierarchy:
         k2, k3 = c2.advance(now), c3.advance(now)
         n = len(order)
         a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
+        s2 = s3 = 0.0
         if n == 1:
             i = int(order[0])
-            d2, d3 = k2 - a2[i], k3 - a3[i]
-            if d3 >= self.llc.last / self.llc.scale and d2 >= self.l2.last / self.l2.scale:
-                p2v, p3v = np.zeros(1), np.zeros(1)
-            else:
-                p2v, p3v = self._probs(np.array([d2]), np.array([d3]))
+            s2, s3 = self._probs1(k2 - a2[i], k3 - a3[i])
             a2[i] = k2 + c2.rate * duration + SUBPAGE
             a3[i] = k3 + c3.rate * duration + SUBPAGE
         else:
             old2, old3 = a2[order], a3[order]
-            j = np.arange(1, n + 1, dtype=np.float64)
-            own = SUBPAGE * (j - 1)  # this clear's own earlier sub-pages
-            if old3.max() < k3 - self.llc.last / self.llc.scale and old2.max() < k2 - self.l2.last / self.l2.scale:
-                p2v = p3v = np.zeros(n)
-            else:
+            j = _own(n + 1, 1)[1:]
+            if old3.max() >= k3 - self.llc.horizon or old2.max() >= k2 - self.l2.horizon:
+                own = SUBPAGE * (j - 1)  # this clear's own earlier sub-pages
                 t = duration * (j - 1) / n
                 p2v, p3v = self._probs(k2 - old2 + c2.rate * t + own, k3 - old3 + c3.rate * t + own)
+                s2, s3 = float(p2v.sum()), float(p3v.sum())
             a2[order] = k2 + c2.rate * (duration * j / n) + SUBPAGE * j
             a3[order] = k3 + c3.rate * (duration * j / n) + SUBPAGE * j
         c2.add_stream(now, n * SUBPAGE, duration)
         c3.add_stream(now, n * SUBPAGE, duration)
-        self._count(cpu, p2v, p3v, streamed=False, llc_only=False)
+        self._count(cpu, n, s2, s3, streamed=False, llc_only=False)
 
     def access(
         self,
@@ -328,43 +377,67 @@ class CacheHierarchy:
         gap = t_miss - t_hit
         if n == 1:
             i = int(idx[0])
-            p2, p3 = self._probs(np.array([k2 - a2[i]]), np.array([k3 - a3[i]]))
-            d = t_miss - (float(p2[0]) + float(p3[0])) * gap
+            s2, s3 = self._probs1(k2 - a2[i], k3 - a3[i])
+            d = t_miss - (s2 + s3) * gap
             a2[i] = k2 + c2.rate * d + per_sub
             a3[i] = k3 + c3.rate * d + per_sub
             c2.add_stream(now, SUBPAGE, int(d))
             c3.add_stream(now, SUBPAGE, int(d))
-            self._count(cpu, p2, p3, streamed, llc_only)
-            pm = 1.0 - float(p2[0]) - float(p3[0])
-            return pm, np.array([d])
-        b2 = k2 - a2[idx]
-        b3 = k3 - a3[idx]
+            self._count(cpu, 1, s2, s3, streamed, llc_only)
+            return 1.0 - s2 - s3, np.array([d])
         r2, r3 = c2.rate, c3.rate
-        own = np.arange(n, dtype=np.float64) * per_sub
-        b2 += own
-        b3 += own
-        dur = np.full(n, t_miss)
-        if b3.min() >= self.llc.last / self.llc.scale and b2.min() >= self.l2.last / self.l2.scale:
-            p2 = p3 = np.zeros(n)  # nothing of it is cached: no iteration needed
+        own = _own(n, per_sub)
+        b2 = own - a2[idx]
+        b2 += k2
+        b3 = own - a3[idx]
+        b3 += k3
+        s2 = s3 = 0.0
+        if b3.min() >= self.llc.horizon and b2.min() >= self.l2.horizon:
+            dur = np.full(n, t_miss)  # nothing of it is cached: no iteration needed
         else:
+            inclusive = self.org.llc == INCLUSIVE
+            total = n * t_miss
+            dur = np.full(n, t_miss)
+            x = np.zeros(n)
+            tol = FIX_TOL * total
             for _ in range(FIX_ITERS):
-                x = np.cumsum(dur)
+                np.cumsum(dur, out=x)
                 x -= dur
-                p2, p3 = self._probs(b2 + r2 * x, b3 + r3 * x)
-                new = t_miss - (p2 + p3) * gap
-                if abs(float(new.sum()) - float(dur.sum())) <= FIX_TOL * n:
-                    dur = new
-                    break
+                if inclusive:  # cached = in the LLC
+                    q3 = self.llc.p(b3 + r3 * x)
+                    new = t_miss - q3 * gap
+                else:
+                    new = t_miss - self._any(b2 + r2 * x, b3 + r3 * x) * gap
+                t = float(new.sum())
                 dur = new
+                if abs(t - total) <= tol or (r2 == 0.0 and r3 == 0.0):
+                    break
+                total = t
             else:
                 self.fixpoint_unconverged += 1
+            np.cumsum(dur, out=x)
+            x -= dur
+            if inclusive:
+                p2 = self.l2.p(b2 + r2 * x) * q3
+                s2 = float(p2.sum())
+                s3 = float(q3.sum()) - s2
+            else:
+                p2, p3 = self._probs(b2 + r2 * x, b3 + r3 * x)
+                s2, s3 = float(p2.sum()), float(p3.sum())
         after = np.cumsum(dur)
-        a2[idx] = k2 + r2 * after + own + per_sub
-        a3[idx] = k3 + r3 * after + own + per_sub
-        c2.add_stream(now, n * SUBPAGE, int(after[-1]))
-        c3.add_stream(now, n * SUBPAGE, int(after[-1]))
-        self._count(cpu, p2, p3, streamed, llc_only)
-        return float(n - p2.sum() - p3.sum()), dur
+        last = float(after[-1])
+        w = after * r2
+        w += own
+        w += k2 + per_sub
+        a2[idx] = w
+        after *= r3
+        after += own
+        after += k3 + per_sub
+        a3[idx] = after
+        c2.add_stream(now, n * SUBPAGE, int(last))
+        c3.add_stream(now, n * SUBPAGE, int(last))
+        self._count(cpu, n, s2, s3, streamed, llc_only)
+        return n - s2 - s3, dur
 
     def forget(self, cpu: int, key: Hashable) -> None:
         """The page's data is dead and its frame not tracked (a key never bound to a frame)."""
