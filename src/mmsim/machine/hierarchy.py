@@ -208,6 +208,8 @@ class CacheHierarchy:
         # expected sub-pages found in L2 / LLC / memory, over all passes (diagnostics, validate)
         self.found = [0.0, 0.0, 0.0]
         self.fixpoint_unconverged = 0
+        self.alloc_hot_pages = 0  # pages handed out by the allocator still cached (on_alloc), and not
+        self.alloc_cold_pages = 0
 
     # -- compatibility with machine/llc.py's CacheModel -------------------------------------
     @property
@@ -243,7 +245,23 @@ class CacheHierarchy:
         """The page allocator hands block ``pfn`` to ``cpu``: the expected share of its lines
         still cached (L2 or LLC) where ``cpu`` will touch it. No state changes."""
         p2, p3 = self.resident(cpu, pfn, order, now)
+        if p2 + p3 >= 0.5:
+            self.alloc_hot_pages += 1 << order
+        else:
+            self.alloc_cold_pages += 1 << order
         return p2 + p3
+
+    def touch(self, cpu: int, pfn: int, order: int, nbytes: int, now: int) -> None:
+        """``cpu`` referenced ``nbytes`` of block ``pfn`` at ``now`` (an skb fragment written or
+        read, a new slab's free pointers), timed and counted by its caller: the block is stamped
+        in ``cpu``'s L2 and LLC and their clocks advance by ``nbytes``; no perf counts."""
+        n = 1 << order
+        k = ("F", pfn)
+        for c in (self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]):
+            clk = c.advance(now)
+            a = _stamps(c, k, n)
+            a[:] = clk + nbytes
+            c.add_stream(now, nbytes, 0)
 
     def on_free(self, cpu: int, pfn: int, order: int) -> None:
         """Block ``pfn`` was freed by ``cpu``. Its lines stay cached (freeing writes no data; the

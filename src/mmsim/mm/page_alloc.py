@@ -46,7 +46,6 @@ from mmsim.locks.spinlock import Spinlock
 from mmsim.metrics.counters import Counters
 from mmsim.metrics.events import VmEvent
 from mmsim.mm.costs import path
-from mmsim.mm.page_reuse import PageReuse
 
 PAGE_SHIFT = 12
 PAGE_SIZE = 4096
@@ -200,7 +199,7 @@ class PageAllocator:
         self.counters: Counters = system.counters
         self._freq = m.freq_ghz
         self._xfer = m.xfer_ns
-        self.reuse = PageReuse(m)
+        self.cache = system.cache  # machine/hierarchy.py: is a reallocated frame still cached?
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
         self.free_factor_on = pol("pcp_free_factor") == "on"
@@ -244,7 +243,8 @@ class PageAllocator:
         self._zone_starts = [z.start_pfn for z in self.zones]
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
-        self.last_alloc_hot = False  # was the block just allocated still in the LLC (PageReuse)?
+        self.last_alloc_hot = False  # was the block just allocated still cached (CacheHierarchy.on_alloc)?
+        self.last_pfn = -1  # the block just allocated (the mm code binds its mapping to it)
         # owner -> [pfn << 4 | order]: blocks a caller will free by owner (an unmap); kept only
         # when a workload frees what it faulted in (track_owners), so other runs pay nothing.
         self.owned: dict[Any, list[int]] = {}
@@ -488,7 +488,7 @@ class PageAllocator:
                 yield pending
                 pending = 0
                 yield from self._rmqueue_bulk(task, z, pcp, lst, order, mt)
-            pfn, stamp = lst.pop()
+            pfn, _ = lst.pop()
             pcp.count -= 1 << order
             extra = int(self._touch_page(z, pfn, cpu))  # prep_new_page writes the struct page
             if extra:
@@ -504,8 +504,9 @@ class PageAllocator:
             z.lock.release(task)
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order}")
-            pfn, stamp = got
-        self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE << order)
+            pfn, _ = got
+        self.last_pfn = pfn
+        self.last_alloc_hot = self.cache.on_alloc(cpu, pfn, order, self.system.engine.now) >= 0.5
         return pfn, pending
 
     def _rmqueue_bulk(
@@ -558,10 +559,11 @@ class PageAllocator:
             return None
         if self.free_factor_on:
             pcp.free_factor >>= 1
-        pfn, stamp = lst.pop()
+        pfn, _ = lst.pop()
         pcp.count -= 1
         self.counters.vm[cpu][PGALLOC] += 1
-        self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE)
+        self.last_pfn = pfn
+        self.last_alloc_hot = self.cache.on_alloc(cpu, pfn, 0, self.system.engine.now) >= 0.5
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
@@ -575,7 +577,8 @@ class PageAllocator:
         cpu = task.cpu
         c = self.counters
         z = self.zone_of(pfn)
-        stamp = self.reuse.stamp(cpu)
+        stamp = 0  # free-list stamps are unused: the cache hierarchy keeps a frame's state
+        self.cache.on_free(cpu, pfn, order)
         extra = self._touch_page(z, pfn, cpu)  # free_pages_prepare / put_page on the struct page
         if not self.pcp_allowed_order(order):
             c.vm[cpu][PGFREE] += 1 << order
