@@ -26,7 +26,7 @@ Cap = pytest.CaptureFixture[str]
 
 PRESETS = {
     "xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
-    "icelake-6338-2s", "xeon-phi-7295", "host", "tiny",
+    "icelake-6338-2s", "xeon-phi-7295", "host", "tiny", "haswell-ex-4s", "genoa-9654-2s",
 }
 
 

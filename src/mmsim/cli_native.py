@@ -101,7 +101,9 @@ def validate_cmd(
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
     suite: Annotated[
         str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
-                          "models vs native lock contention), native (workloads on this host's kernel), or all.")
+                          "models vs native lock contention), native (workloads on this host's kernel), caches "
+                          "(the cache hierarchy: chase plateaus, the seed's perf counts, the Genoa counter-case; "
+                          "not part of all), or all.")
     ] = "all",
     json_out: JsonOpt = False,
 ) -> None:
@@ -119,7 +121,7 @@ def validate_cmd(
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
     if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
         raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
-    suites = {"primitives", "locks", "native", "all"}
+    suites = {"primitives", "locks", "native", "caches", "all"}
     if suite not in suites:
         raise UserError("--suite", suite, ", ".join(sorted(suites)))
     from mmsim.machine import get_machine
@@ -140,12 +142,20 @@ def validate_cmd(
 
         _progress("suite locks")
         lock_rows = validate_locks(machine, log=_progress)
+    cache_rows: list[dict[str, Any]] = []
+    if suite == "caches":
+        from mmsim.native.caches import validate_caches
+
+        _progress("suite caches")
+        cache_rows = validate_caches(machine, log=_progress)
     if json_out:
-        _emit_json(rows + lock_rows)
+        _emit_json(rows + lock_rows + cache_rows)
     else:
+        from mmsim.native.caches import format_caches
         from mmsim.native.report import format_locks
 
-        _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else []))
+        _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else [])
+              + (format_caches(cache_rows) if cache_rows else []))
 
 
 def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:

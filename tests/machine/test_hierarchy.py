@@ -12,8 +12,8 @@ import pytest
 from scipy.special import gammaincc
 
 from mmsim.machine import get_machine
+from mmsim.machine.cacheorg import AMD_L2, INCLUSIVE, INTEL_LLC, VICTIM, CacheOrg
 from mmsim.machine.hierarchy import STREAM_START, TABLE_PER_CAP, CacheHierarchy, survival
-from mmsim.machine.presets_caches import AMD_L2, INCLUSIVE, INTEL_LLC, VICTIM, CacheOrg
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES, Counters
 from mmsim.mm.memory import huge_page_order
 

@@ -28,6 +28,7 @@ NAMES = [
     "host",
     "tiny",
     "haswell-ex-4s",
+    "genoa-9654-2s",
 ]
 COST_FIELDS = [f.name for f in dataclasses.fields(CostModel) if f.name != "sources"]
 

@@ -32,7 +32,7 @@ pointer-chase measurements, docs/sources-caches.md 5): the L2 is exact LRU,
 a line survives less than one capacity. Pseudo-LRU and adaptive insertion
 are not modelled (LRU within a set).
 
-**Inclusion** (per machine, :mod:`mmsim.machine.presets_caches`):
+**Inclusion** (per machine, :mod:`mmsim.machine.cacheorg`):
 
 * ``inclusive`` (Haswell-EP and older Xeons): every L2 line is in the LLC;
   an LLC eviction back-invalidates the L2 copy, so an L2 hit needs the line
@@ -88,9 +88,9 @@ from typing import Any
 
 import numpy as np
 
+from mmsim.machine.cacheorg import AMD_L2, INCLUSIVE, KNL_L2, VICTIM, CacheOrg, cache_org
 from mmsim.machine.llc import NEVER, SUBPAGE, SharedCache
 from mmsim.machine.model import Machine
-from mmsim.machine.presets_caches import AMD_L2, INCLUSIVE, KNL_L2, VICTIM, CacheOrg, cache_org
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 
 # Demand misses of a sub-page before the L2 streamer covers the rest of it. estimate, plausible 1-4: the
@@ -307,21 +307,24 @@ class CacheHierarchy:
             d3 = d3 * max(0.0, d2 - c2) / max(d2, 1.0)
         return q2, (1.0 - q2) * self.llc.p1(d3)
 
-    def _count(self, cpu: int, n: int, s2: float, s3: float, streamed: bool, llc_only: bool) -> None:
+    def _count(
+        self, cpu: int, n: int, s2: float, s3: float, streamed: bool, llc_only: bool, starts: float = -1.0,
+    ) -> None:
         """Add perf's cache-references / cache-misses for ``n`` sub-pages of which ``s2`` are
-        expected in the L2 and ``s3`` in the LLC only."""
+        expected in the L2 and ``s3`` in the LLC only. ``starts``: sub-pages at which the streamer
+        (re)starts (default all ``n``); the others' lines are all prefetched."""
         sm = n - s2 - s3
         self.found[0] += s2
         self.found[1] += s3
         self.found[2] += sm
         lines = self.lines_per_sub
         perf = self.org.perf
+        # demand lines per sub-page: the stream's start-up where it (re)starts, none where it continues
+        dem = (STREAM_START * (n if starts < 0 else starts) / n) if streamed else lines
         if perf == AMD_L2 or perf == KNL_L2:
-            dem = STREAM_START if streamed else lines
             refs = n * lines + ((n - s2) * (lines - dem) if (streamed and perf == AMD_L2) else 0.0)
             miss = (n - s2) * dem
         else:
-            dem = STREAM_START if streamed else lines
             refs = (n - s2) * (lines if (llc_only or not streamed) else dem)
             miss = sm * dem
         r = self._res[cpu]
@@ -362,7 +365,14 @@ class CacheHierarchy:
             a3[order] = k3 + c3.rate * (duration * j / n) + SUBPAGE * j
         c2.add_stream(now, n * SUBPAGE, duration)
         c3.add_stream(now, n * SUBPAGE, duration)
-        self._count(cpu, n, s2, s3, streamed=False, llc_only=False)
+        org = self.org
+        if org.clear_rfo:  # the clear reads for ownership: an ascending store stream the streamer follows
+            starts = float(n)
+            if org.stream_across_pages and n > 1:  # it continues where the next sub-page is the next page
+                starts = 1.0 + float(np.count_nonzero(np.diff(order) != 1))
+            self._count(cpu, n, s2, s3, streamed=True, llc_only=False, starts=starts)
+        else:
+            self._count(cpu, n, s2, s3, streamed=False, llc_only=False)
 
     def access(
         self,

@@ -610,6 +610,9 @@ PRESETS: dict[str, Callable[[], Machine]] = {
 from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
 
 PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_caches as _presets_caches  # noqa: E402
+
+PRESETS["genoa-9654-2s"] = functools.cache(_presets_caches.genoa_9654_2s)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -621,6 +624,7 @@ _DESCRIPTIONS = {
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
     "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
+    "genoa-9654-2s": "2 x AMD EPYC 9654 (Genoa), 384 CPUs, 12 CCDs x 32 MiB L3 per socket",
 }
 
 

@@ -1,54 +1,72 @@
-"""Cache organisation of the preset CPUs (issue 17), and the AMD Genoa preset.
+"""Machine presets for the cache validation (``mmsim validate --suite caches``, issue 17).
 
-Per machine: how its last-level cache relates to the private L2 (the
-inclusion policy), and which hardware events perf's generic
-``cache-references`` / ``cache-misses`` name on that CPU. Sources in
-docs/sources-caches.md (section and row given per entry).
+* ``genoa-9654-2s``: 2 x AMD EPYC 9654 (Genoa, Zen 4), the machine class of
+  9890ecab6ad9's counter-case (the series ran on an EPYC 9J14, 2 x 96 cores,
+  the same 12-CCD die: docs/sources-caches.md 4). Each socket has 12 CCDs of
+  8 cores; each CCD's 32 MiB L3 is a separate LLC.
+
+Same derivation rules as :mod:`mmsim.machine.presets`; nothing here is fitted
+to the counter-case.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mmsim.machine.model import CacheLevel, Machine
+from mmsim.machine.presets import (
+    LINE,
+    RULE_BW,
+    dram_node,
+    make_sockets,
+    ns,
+    peak_gbs,
+    rule_cost,
+    slit,
+    uniform_distances,
+)
 
-INCLUSIVE = "inclusive"  # every line in an L2 is also in the LLC; an LLC eviction back-invalidates the L2 copy
-VICTIM = "victim"  # non-inclusive: the LLC is filled by L2 evictions; fills from memory go to the L2 only
-MEMORY_SIDE = "memory-side"  # the last level caches memory, not the cores: every memory read goes through it
-LLC_POLICIES = (INCLUSIVE, VICTIM, MEMORY_SIDE)
-
-INTEL_LLC = "intel-llc"  # 0x4f2e / 0x412e LONGEST_LAT_CACHE.REFERENCE / .MISS: demand requests to the LLC
-AMD_L2 = "amd-l2"  # 0xff60 / 0x0964: all L2 requests (prefetches included) / demand L2 misses
-KNL_L2 = "knl-l2"  # 0x4f2e / 0x412e on KNL/KNM = L2_REQUESTS.REFERENCE / .MISS: the tile L2
-PERF_MAPS = (INTEL_LLC, AMD_L2, KNL_L2)
-
-
-@dataclass(frozen=True)
-class CacheOrg:
-    llc: str  # one of LLC_POLICIES
-    perf: str  # one of PERF_MAPS
-    source: str
-
-
-CVW = "Cornell Virtual Workshop, 'Last Level Cache' (docs/sources-caches.md 1a)"
-ANANDTECH_SKX = "AnandTech 11550 p. 4 'I Keep My Cache Private' (docs/sources-caches.md 1a)"
-PERF_INTEL = "arch/x86/events/intel/core.c intel_perfmon_event_map (docs/sources-caches.md 3)"
-
-CACHE_ORG: dict[str, CacheOrg] = {
-    "xeon-e5-2699v3-2s": CacheOrg(INCLUSIVE, INTEL_LLC,
-                                  f"Haswell-EP L3 inclusive: {ANANDTECH_SKX}, {CVW}; {PERF_INTEL}"),
-    "sgi-uv2000-512": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
-    "westmere-ex-4s": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
-    "cascadelake-optane-2s": CacheOrg(VICTIM, INTEL_LLC, f"Skylake-SP L3 non-inclusive: {ANANDTECH_SKX}, {CVW}"),
-    "icelake-6338-2s": CacheOrg(VICTIM, INTEL_LLC, "inference: Ice Lake-SP keeps Skylake-SP's non-inclusive L3 "
-                                "(no primary source found, docs/sources-caches.md 'Not found')"),
-    "xeon-phi-7295": CacheOrg(MEMORY_SIDE, KNL_L2, "NERSC 'Cori KNL Processor Modes': MCDRAM cache mode is "
-                              "direct-mapped, memory-side; knightslanding/cache.json: 0x2e = L2_REQUESTS"),
-    "genoa-9654-2s": CacheOrg(VICTIM, AMD_L2, "Zen L3 is a victim cache of L2 evictions (weak, "
-                              "docs/sources-caches.md 1a); amd/core.c amd_f17h_perfmon_event_map"),
-    "tiny": CacheOrg(INCLUSIVE, INTEL_LLC, "test machine"),
-}
-# machines without an entry (host, YAML files): estimate, the Intel server default before Skylake-SP
-DEFAULT_ORG = CacheOrg(INCLUSIVE, INTEL_LLC, "estimate: no entry for this machine; inclusive, Intel perf map")
+AMD_9654 = "AMD EPYC 9654 product page (96 cores, 192 threads, base 2.4 GHz, 384 MB L3, 12 x DDR5-4800)"
+TOMS_GENOA = "Tom's Hardware, 'New Zen 5 128-core EPYC CPU wields 512MB of L3 cache' (EPYC 9654: 384 MB L3)"
+ISSCC_ZEN4 = "AMD ISSCC 2023 Zen 4 slide (ITmedia copy): 32 MB L3 per CCD shared by its 8 cores"
+ARORA_9J14 = ("Ankur Arora, v8 7/7 folio_zero_user (2025-10-27): EPYC 9J14 L1d 16K/thread, L2 512K/thread, "
+              "L3 2 MB/thread")
 
 
-def cache_org(machine_name: str) -> CacheOrg:
-    return CACHE_ORG.get(machine_name, DEFAULT_ORG)
+def genoa_9654_2s() -> Machine:
+    """2 x EPYC 9654 (Genoa): 192 cores, 384 CPUs, 12 LLCs (CCDs) of 32 MiB per socket."""
+    ghz = 2.4  # AMD product page, EPYC 9654: base 2.4 GHz
+    l2 = ns(14, ghz)  # estimate: Zen 4 L2 ~14 cycles (Zen 3 12, the doubled L2 adds ~2); plausible 12-16
+    l3 = ns(50, ghz)  # inference: chipsandcheese Genoa-X (2023-07-17): Milan-X L3 50 cycles, Zen 4 ~ the same
+    local = 110.0  # estimate: no Genoa DRAM latency found (docs/sources-caches.md 'Not found'); 100-130 ns
+    remote = 190.0  # estimate: local + ~80 ns for the socket-to-socket Infinity Fabric hop; 160-220 ns
+    peak = peak_gbs(12, 4800)  # AMD product page: 12 channels DDR5-4800 per socket
+    caches = (
+        CacheLevel("L1d", 32, 8, LINE, 2, ns(5, ghz)),  # Zen 4 L1d 32 KiB 8-way (secondary); 5 cycles: estimate
+        CacheLevel("L2", 1024, 8, LINE, 2, l2),  # Zen 4: 1 MiB 8-way per core (secondary; = 512K/thread)
+        CacheLevel("L3", 32 * 1024, 16, LINE, 16, l3),  # 32 MiB per CCD, 8 cores x 2 threads; 16-way: estimate
+    )
+    nodes = tuple(dram_node(i, 384, local, peak, i, remote) for i in range(2))  # estimate: 12 x 32 GiB, NPS1
+    return Machine(
+        name="genoa-9654-2s",
+        description="2 x AMD EPYC 9654 (Genoa, 96C/192T, 12 CCDs x 32 MiB L3 each), 384 CPUs, DDR5-4800",
+        freq_ghz=ghz,
+        sockets=make_sockets(2, 96, 2),  # AMD product page: 96 cores, 192 threads
+        caches=caches,
+        nodes=nodes,
+        distances=uniform_distances(2, slit(local, remote)),
+        cost=rule_cost(
+            # estimate: a hand-off inside a CCD goes through its L3 (~2 L3 hits); plausible 20-60 ns
+            ghz, l2, socket_ns=2 * l3, hop_ns=remote - local, local_ns=local,
+            idle_exit_us=1,  # estimate: acpi_idle C2 on Zen reports ~1 us; plausible 0.4-20 us
+            sources={},
+        ),
+        sources={
+            "freq_ghz": AMD_9654,
+            "sockets": AMD_9654,
+            "caches": f"{ISSCC_ZEN4}; {TOMS_GENOA}; {ARORA_9J14}; L2/L3 latency estimates",
+            "nodes.memory_gib": "estimate: 384 GiB per socket (12 x 32 GiB), NPS1 (one node per socket)",
+            "nodes.latency_ns": "estimate: 110 ns (no Genoa measurement found), plausible 100-130 ns",
+            "nodes.remote_latency_ns": "estimate: 190 ns, plausible 160-220 ns",
+            "nodes.bandwidth": f"{AMD_9654}; {RULE_BW}",
+            "distances": "estimate: latency ratio 190 / 110",
+        },
+    )

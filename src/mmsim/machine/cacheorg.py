@@ -1,0 +1,66 @@
+"""Cache organisation of the preset CPUs (issue 17): inclusion policy and perf event map.
+
+Per machine: how its last-level cache relates to the private L2 (the
+inclusion policy), and which hardware events perf's generic
+``cache-references`` / ``cache-misses`` name on that CPU. Sources in
+docs/sources-caches.md (section and row given per entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INCLUSIVE = "inclusive"  # every line in an L2 is also in the LLC; an LLC eviction back-invalidates the L2 copy
+VICTIM = "victim"  # non-inclusive: the LLC is filled by L2 evictions; fills from memory go to the L2 only
+MEMORY_SIDE = "memory-side"  # the last level caches memory, not the cores: every memory read goes through it
+LLC_POLICIES = (INCLUSIVE, VICTIM, MEMORY_SIDE)
+
+INTEL_LLC = "intel-llc"  # 0x4f2e / 0x412e LONGEST_LAT_CACHE.REFERENCE / .MISS: demand requests to the LLC
+AMD_L2 = "amd-l2"  # 0xff60 / 0x0964: all L2 requests (prefetches included) / demand L2 misses
+KNL_L2 = "knl-l2"  # 0x4f2e / 0x412e on KNL/KNM = L2_REQUESTS.REFERENCE / .MISS: the tile L2
+PERF_MAPS = (INTEL_LLC, AMD_L2, KNL_L2)
+
+
+@dataclass(frozen=True)
+class CacheOrg:
+    llc: str  # one of LLC_POLICIES
+    perf: str  # one of PERF_MAPS
+    source: str
+    # rep stosb page clears read the line for ownership (and so are followed by the L2 streamer): AMD
+    # Zen below an LLC-size threshold ("rep stos elides cache-line allocation when the region exceeds"
+    # ~32 MB on Milan, docs/sources-caches.md 0.4); False: Intel fast strings, an invalidation per whole
+    # line and no read (SDM Vol. 3A 8.2.4)
+    clear_rfo: bool = False
+    # an ascending stream continues into the next 4 KiB page without a new start-up. False on Intel
+    # ("prefetched cache lines must be in the same 4K page", Opt. manual 2.3.5.4). AMD's L2 prefetcher
+    # limits are not documented (docs/sources-caches.md 'Not found'); True is an inference from
+    # 9890ecab6ad9's own explanation ("jumps around across 4KB page boundaries in a pattern that is hard
+    # or impossible for the prefetcher to predict"), so the Genoa counter-case is not independent of it
+    stream_across_pages: bool = False
+
+
+CVW = "Cornell Virtual Workshop, 'Last Level Cache' (docs/sources-caches.md 1a)"
+ANANDTECH_SKX = "AnandTech 11550 p. 4 'I Keep My Cache Private' (docs/sources-caches.md 1a)"
+PERF_INTEL = "arch/x86/events/intel/core.c intel_perfmon_event_map (docs/sources-caches.md 3)"
+
+CACHE_ORG: dict[str, CacheOrg] = {
+    "xeon-e5-2699v3-2s": CacheOrg(INCLUSIVE, INTEL_LLC,
+                                  f"Haswell-EP L3 inclusive: {ANANDTECH_SKX}, {CVW}; {PERF_INTEL}"),
+    "sgi-uv2000-512": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
+    "westmere-ex-4s": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
+    "cascadelake-optane-2s": CacheOrg(VICTIM, INTEL_LLC, f"Skylake-SP L3 non-inclusive: {ANANDTECH_SKX}, {CVW}"),
+    "icelake-6338-2s": CacheOrg(VICTIM, INTEL_LLC, "inference: Ice Lake-SP keeps Skylake-SP's non-inclusive L3 "
+                                "(no primary source found, docs/sources-caches.md 'Not found')"),
+    "xeon-phi-7295": CacheOrg(MEMORY_SIDE, KNL_L2, "NERSC 'Cori KNL Processor Modes': MCDRAM cache mode is "
+                              "direct-mapped, memory-side; knightslanding/cache.json: 0x2e = L2_REQUESTS"),
+    "genoa-9654-2s": CacheOrg(VICTIM, AMD_L2, "Zen L3 is a victim cache of L2 evictions (weak, "
+                              "docs/sources-caches.md 1a); amd/core.c amd_f17h_perfmon_event_map",
+                              clear_rfo=True, stream_across_pages=True),
+    "tiny": CacheOrg(INCLUSIVE, INTEL_LLC, "test machine"),
+}
+# machines without an entry (host, YAML files): estimate, the Intel server default before Skylake-SP
+DEFAULT_ORG = CacheOrg(INCLUSIVE, INTEL_LLC, "estimate: no entry for this machine; inclusive, Intel perf map")
+
+
+def cache_org(machine_name: str) -> CacheOrg:
+    return CACHE_ORG.get(machine_name, DEFAULT_ORG)
