@@ -12,7 +12,7 @@ import pytest
 from scipy.special import gammaincc
 
 from mmsim.machine import get_machine
-from mmsim.machine.cacheorg import AMD_L2, INCLUSIVE, INTEL_LLC, VICTIM, CacheOrg
+from mmsim.machine.cacheorg import AMD_L2, INCLUSIVE, INTEL_LLC, SPIN_LOOP_INSNS, VICTIM, CacheOrg, spin_instructions
 from mmsim.machine.hierarchy import STREAM_START, TABLE_PER_CAP, CacheHierarchy, survival
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES, Counters
 from mmsim.mm.memory import huge_page_order
@@ -166,3 +166,9 @@ def test_freed_frame_keeps_its_cache_state() -> None:
     h.bind("new", 100)
     h.fill(1, "new", 1, np.array([0]), 10, 20)
     assert _refs(h, 1) == (64, 0)  # write hits in the LLC
+
+
+def test_spin_loops_retire_instructions() -> None:
+    """One loop iteration (SPIN_LOOP_INSNS) per PAUSE: 10 cycles before Skylake, 140 from it."""
+    assert spin_instructions("xeon-e5-2699v3-2s", 1000.0) == 1000 // 10 * SPIN_LOOP_INSNS
+    assert spin_instructions("cascadelake-optane-2s", 1400.0) == 10 * SPIN_LOOP_INSNS

@@ -37,6 +37,19 @@ class CacheOrg:
     # 9890ecab6ad9's own explanation ("jumps around across 4KB page boundaries in a pattern that is hard
     # or impossible for the prefetcher to predict"), so the Genoa counter-case is not independent of it
     stream_across_pages: bool = False
+    # cycles per PAUSE in a spin loop: "about 10 cycles" before Skylake, "as many as 140 cycles" on Skylake
+    # microarchitecture (Intel Optimization Reference Manual, 'Pause Latency in Skylake Microarchitecture')
+    pause_cycles: float = 10.0
+
+
+# Instructions per iteration of a kernel spin loop (cpu_relax() = PAUSE, the load of the lock word or MCS
+# node, its test and the branch: atomic_cond_read_acquire / smp_cond_load_relaxed). estimate, plausible 3-5
+SPIN_LOOP_INSNS = 4
+# The profile symbols the lock models charge spinning to (locks/spinlock.py, locks/rwsem.py); the ticket
+# lock's spin is inlined in _raw_spin_lock, which also carries its uncontended acquire (one locked RMW)
+SPIN_FUNCS = ("native_queued_spin_lock_slowpath", "_raw_spin_lock", "rwsem_optimistic_spin",
+              "mutex_spin_on_owner")
+SKYLAKE_PAUSE = 140.0  # Opt. manual: Skylake PAUSE "as many as 140 cycles"
 
 
 CVW = "Cornell Virtual Workshop, 'Last Level Cache' (docs/sources-caches.md 1a)"
@@ -48,14 +61,18 @@ CACHE_ORG: dict[str, CacheOrg] = {
                                   f"Haswell-EP L3 inclusive: {ANANDTECH_SKX}, {CVW}; {PERF_INTEL}"),
     "sgi-uv2000-512": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
     "westmere-ex-4s": CacheOrg(INCLUSIVE, INTEL_LLC, f"pre-Skylake Xeon L3 inclusive: {CVW}; {PERF_INTEL}"),
-    "cascadelake-optane-2s": CacheOrg(VICTIM, INTEL_LLC, f"Skylake-SP L3 non-inclusive: {ANANDTECH_SKX}, {CVW}"),
+    "cascadelake-optane-2s": CacheOrg(VICTIM, INTEL_LLC, f"Skylake-SP L3 non-inclusive: {ANANDTECH_SKX}, {CVW}",
+                                      pause_cycles=SKYLAKE_PAUSE),
     "icelake-6338-2s": CacheOrg(VICTIM, INTEL_LLC, "inference: Ice Lake-SP keeps Skylake-SP's non-inclusive L3 "
-                                "(no primary source found, docs/sources-caches.md 'Not found')"),
+                                "(no primary source found, docs/sources-caches.md 'Not found'); PAUSE: "
+                                "estimate, Skylake's 140 cycles kept, plausible 40-140",
+                                pause_cycles=SKYLAKE_PAUSE),
     "xeon-phi-7295": CacheOrg(MEMORY_SIDE, KNL_L2, "NERSC 'Cori KNL Processor Modes': MCDRAM cache mode is "
                               "direct-mapped, memory-side; knightslanding/cache.json: 0x2e = L2_REQUESTS"),
     "genoa-9654-2s": CacheOrg(VICTIM, AMD_L2, "Zen L3 is a victim cache of L2 evictions (weak, "
                               "docs/sources-caches.md 1a); amd/core.c amd_f17h_perfmon_event_map",
-                              clear_rfo=True, stream_across_pages=True),
+                              clear_rfo=True, stream_across_pages=True,
+                              pause_cycles=64.0),  # estimate: Zen PAUSE ~64 cycles, plausible 10-140
     "tiny": CacheOrg(INCLUSIVE, INTEL_LLC, "test machine"),
 }
 # machines without an entry (host, YAML files): estimate, the Intel server default before Skylake-SP
@@ -64,3 +81,8 @@ DEFAULT_ORG = CacheOrg(INCLUSIVE, INTEL_LLC, "estimate: no entry for this machin
 
 def cache_org(machine_name: str) -> CacheOrg:
     return CACHE_ORG.get(machine_name, DEFAULT_ORG)
+
+
+def spin_instructions(machine_name: str, spin_cycles: float) -> int:
+    """Instructions a spin loop retires in ``spin_cycles``: one loop iteration per PAUSE."""
+    return int(spin_cycles / cache_org(machine_name).pause_cycles * SPIN_LOOP_INSNS)

@@ -102,7 +102,6 @@ TABLE_PER_CAP = 512  # survival table resolution: points per capacity of reuse d
 EPS = 1e-6  # survival below this is 0, above 1 - EPS is 1 (exact counts for clear-cut cases)
 FIX_ITERS = 12
 FIX_TOL = 1e-3  # the fixed point of a pass is reached: its total time moved by less than this share
-_NEVER1 = [NEVER]
 
 
 def survival(ways: int, hashed: bool = True) -> np.ndarray:
@@ -130,7 +129,7 @@ def survival(ways: int, hashed: bool = True) -> np.ndarray:
 class Level:
     """One cache level: its instances (byte clocks) and survival table."""
 
-    __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity", "horizon")
+    __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity", "horizon", "exact")
 
     def __init__(self, machine: Machine, name: str) -> None:
         c = machine.cache(name)
@@ -140,7 +139,8 @@ class Level:
         # contiguous working set below its size has no conflicts (Molka et al. 2015 and 7-cpu.com
         # measure flat L2 plateaus up to the size): exact LRU. The LLC's sets are spread by the slice
         # hash (Intel) or by scattered frames: Smith's formula. Direct-mapped: e^-x either way.
-        self.table = survival(c.ways, hashed=(name != "L2"))
+        self.exact = name == "L2"
+        self.table = survival(c.ways, hashed=not self.exact)
         self.last = float(len(self.table) - 1)
         self.scale = TABLE_PER_CAP / self.capacity
         self.horizon = self.last / self.scale  # bytes: no line survives this distance
@@ -152,16 +152,33 @@ class Level:
 
     def p(self, d: np.ndarray) -> np.ndarray:
         """Survival probability at reuse distances ``d`` (bytes)."""
+        if self.exact:  # exact LRU: survives under one capacity
+            r: np.ndarray = (d < self.capacity).astype(np.float64)
+            return r
         x = d * self.scale
         np.minimum(x, self.last, out=x)
         np.maximum(x, 0.0, out=x)
-        r: np.ndarray = self.table.take(x.astype(np.intp))
-        return r
+        t: np.ndarray = self.table.take(x.astype(np.intp))
+        return t
 
     def p1(self, d: float) -> float:
         """:meth:`p` of one distance."""
         x = d * self.scale
         return float(self.table[0 if x <= 0 else int(min(x, self.last))])
+
+
+_RANGES: dict[tuple[int, int], np.ndarray] = {}
+
+
+def subpage_range(first: int, last: int) -> np.ndarray:
+    """A read-only ``np.arange(first, last)``, built once per pair (:meth:`CacheHierarchy.access`
+    recognises these and slices instead of gathering)."""
+    a = _RANGES.get((first, last))
+    if a is None:
+        a = np.arange(first, last, dtype=np.int64)
+        a.setflags(write=False)
+        _RANGES[(first, last)] = a
+    return a
 
 
 _OWN: dict[tuple[int, int], np.ndarray] = {}
@@ -177,10 +194,27 @@ def _own(n: int, per_sub: int) -> np.ndarray:
 
 
 def _stamps(c: SharedCache, key: Hashable, npages: int) -> np.ndarray:
+    """The sub-page stamp array of a page of ``npages`` > 1 sub-pages."""
     a = c.stamps.get(key)
-    if a is None or len(a) != npages:
-        a = c.stamps[key] = np.array(_NEVER1) if npages == 1 else np.full(npages, NEVER)
+    if a is None or a.__class__ is float or len(a) != npages:
+        a = c.stamps[key] = np.full(npages, NEVER)
     return a
+
+
+def _stamp1(c: SharedCache, key: Hashable) -> float:
+    """The one stamp of a 4 KiB page (a float; NEVER if none)."""
+    a = c.stamps.get(key)
+    return a if a.__class__ is float else NEVER
+
+
+def _block(c: SharedCache, key: Hashable, n: int) -> np.ndarray:
+    """Stamps of a block of ``n`` sub-pages, for reading (NEVER where unknown)."""
+    a = c.stamps.get(key)
+    if a is None:
+        return np.full(n, NEVER)
+    if a.__class__ is float:
+        return np.full(n, a if n == 1 else NEVER)
+    return a if len(a) == n else np.full(n, NEVER)
 
 
 class CacheHierarchy:
@@ -208,6 +242,8 @@ class CacheHierarchy:
         # expected sub-pages found in L2 / LLC / memory, over all passes (diagnostics, validate)
         self.found = [0.0, 0.0, 0.0]
         self.fixpoint_unconverged = 0
+        self._amd = self.org.perf == AMD_L2
+        self._l2_events = self.org.perf in (AMD_L2, KNL_L2)  # perf's cache events count the L2
         self.alloc_hot_pages = 0  # pages handed out by the allocator still cached (on_alloc), and not
         self.alloc_cold_pages = 0
 
@@ -225,20 +261,16 @@ class CacheHierarchy:
         """The page mapped under ``key`` is the block at frame ``pfn``: its stamps are the frame's."""
         self._alias[key] = ("F", pfn)
 
-    def _key(self, key: Hashable) -> Hashable:
-        return self._alias.get(key, key)
-
     def resident(self, cpu: int, pfn: int, order: int, now: int) -> tuple[float, float]:
         """Expected share of block ``pfn`` (2^order pages) in ``cpu``'s L2 and in its LLC only."""
         n = 1 << order
         k = ("F", pfn)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
-        a2, a3 = c2.stamps.get(k), c3.stamps.get(k)
-        if a3 is None and a2 is None:
+        if k not in c3.stamps and k not in c2.stamps:
             return 0.0, 0.0
-        d2 = c2.advance(now) - (a2 if a2 is not None and len(a2) == n else np.full(n, NEVER))
-        d3 = c3.advance(now) - (a3 if a3 is not None and len(a3) == n else np.full(n, NEVER))
-        p2, p3 = self._probs(d2, d3)
+        if n == 1:
+            return self._probs1(c2._clock - _stamp1(c2, k), c3.advance(now) - _stamp1(c3, k))
+        p2, p3 = self._probs(c2._clock - _block(c2, k, n), c3.advance(now) - _block(c3, k, n))
         return float(p2.mean()), float(p3.mean())
 
     def on_alloc(self, cpu: int, pfn: int, order: int, now: int) -> float:
@@ -255,13 +287,18 @@ class CacheHierarchy:
         """``cpu`` referenced ``nbytes`` of block ``pfn`` at ``now`` (an skb fragment written or
         read, a new slab's free pointers), timed and counted by its caller: the block is stamped
         in ``cpu``'s L2 and LLC and their clocks advance by ``nbytes``; no perf counts."""
-        n = 1 << order
         k = ("F", pfn)
-        for c in (self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]):
-            clk = c.advance(now)
-            a = _stamps(c, k, n)
-            a[:] = clk + nbytes
-            c.add_stream(now, nbytes, 0)
+        c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
+        k3 = c3.advance(now) + nbytes
+        k2 = c2._clock + nbytes
+        if order == 0:
+            c2.stamps[k] = k2
+            c3.stamps[k] = k3
+        else:
+            _stamps(c2, k, 1 << order)[:] = k2
+            _stamps(c3, k, 1 << order)[:] = k3
+        c2.add_now(nbytes)
+        c3.add_stream(now, nbytes, 0)
 
     def on_free(self, cpu: int, pfn: int, order: int) -> None:
         """Block ``pfn`` was freed by ``cpu``. Its lines stay cached (freeing writes no data; the
@@ -314,56 +351,61 @@ class CacheHierarchy:
         expected in the L2 and ``s3`` in the LLC only. ``starts``: sub-pages at which the streamer
         (re)starts (default all ``n``); the others' lines are all prefetched."""
         sm = n - s2 - s3
-        self.found[0] += s2
-        self.found[1] += s3
-        self.found[2] += sm
+        f = self.found
+        f[0] += s2
+        f[1] += s3
+        f[2] += sm
         lines = self.lines_per_sub
-        perf = self.org.perf
         # demand lines per sub-page: the stream's start-up where it (re)starts, none where it continues
-        dem = (STREAM_START * (n if starts < 0 else starts) / n) if streamed else lines
-        if perf == AMD_L2 or perf == KNL_L2:
-            refs = n * lines + ((n - s2) * (lines - dem) if (streamed and perf == AMD_L2) else 0.0)
+        if streamed:
+            dem = STREAM_START if starts < 0 else STREAM_START * starts / n
+        else:
+            dem = lines
+        if self._l2_events:
+            refs = n * lines + ((n - s2) * (lines - dem) if (streamed and self._amd) else 0.0)
             miss = (n - s2) * dem
         else:
             refs = (n - s2) * (lines if (llc_only or not streamed) else dem)
             miss = sm * dem
         r = self._res[cpu]
-        r[0] += refs
-        r[1] += miss
-        ir, im = int(r[0]), int(r[1])
-        r[0] -= ir
-        r[1] -= im
-        p = self.counters.perf[cpu]
-        p[CACHE_REFERENCES] += ir
-        p[CACHE_MISSES] += im
+        rr = r[0] + refs
+        rm = r[1] + miss
+        ir, im = int(rr), int(rm)
+        r[0] = rr - ir
+        r[1] = rm - im
+        if ir or im:
+            p = self.counters.perf[cpu]
+            p[CACHE_REFERENCES] += ir
+            p[CACHE_MISSES] += im
 
     # -- operations ----------------------------------------------------------------------
     def fill(self, cpu: int, key: Hashable, npages: int, order: np.ndarray, duration: int, now: int) -> None:
         """Write whole sub-pages ``order`` (in that order) of page ``key`` over ``duration`` ns
         from ``now``: a ``rep stosb`` clear or a copy destination. Lines still cached (a
-        reallocated frame) are write hits; the rest are ownership requests without a read."""
-        k = self._key(key)
+        reallocated frame) are write hits; the rest are ownership requests (Intel: no read)."""
+        k = self._alias.get(key, key)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
-        k2, k3 = c2.advance(now), c3.advance(now)
+        k2, k3 = c2._clock, c3.advance(now)
         n = len(order)
-        a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
         s2 = s3 = 0.0
-        if n == 1:
-            i = int(order[0])
-            s2, s3 = self._probs1(k2 - a2[i], k3 - a3[i])
-            a2[i] = k2 + c2.rate * duration + SUBPAGE
-            a3[i] = k3 + c3.rate * duration + SUBPAGE
+        if npages == 1:
+            o2, o3 = _stamp1(c2, k), _stamp1(c3, k)
+            if o3 > k3 - self.llc.horizon or o2 > k2 - self.l2.horizon:
+                s2, s3 = self._probs1(k2 - o2, k3 - o3)
+            c2.stamps[k] = k2 + SUBPAGE
+            c3.stamps[k] = k3 + c3.rate * duration + SUBPAGE
         else:
+            a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
             old2, old3 = a2[order], a3[order]
             j = _own(n + 1, 1)[1:]
             if old3.max() >= k3 - self.llc.horizon or old2.max() >= k2 - self.l2.horizon:
                 own = SUBPAGE * (j - 1)  # this clear's own earlier sub-pages
                 t = duration * (j - 1) / n
-                p2v, p3v = self._probs(k2 - old2 + c2.rate * t + own, k3 - old3 + c3.rate * t + own)
+                p2v, p3v = self._probs(k2 - old2 + own, k3 - old3 + c3.rate * t + own)
                 s2, s3 = float(p2v.sum()), float(p3v.sum())
-            a2[order] = k2 + c2.rate * (duration * j / n) + SUBPAGE * j
+            a2[order] = k2 + SUBPAGE * j
             a3[order] = k3 + c3.rate * (duration * j / n) + SUBPAGE * j
-        c2.add_stream(now, n * SUBPAGE, duration)
+        c2.add_now(n * SUBPAGE)
         c3.add_stream(now, n * SUBPAGE, duration)
         org = self.org
         if org.clear_rfo:  # the clear reads for ownership: an ascending store stream the streamer follows
@@ -373,6 +415,24 @@ class CacheHierarchy:
             self._count(cpu, n, s2, s3, streamed=True, llc_only=False, starts=starts)
         else:
             self._count(cpu, n, s2, s3, streamed=False, llc_only=False)
+
+    def access1(
+        self, cpu: int, key: Hashable, t_hit: float, t_miss: float, now: int, own_insert_per_sub: int = 0,
+        streamed: bool = True,
+    ) -> tuple[float, float]:
+        """:meth:`access` of a 4 KiB page, without arrays: (expected memory share, expected ns)."""
+        k = self._alias.get(key, key)
+        c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
+        k2, k3 = c2._clock, c3.advance(now)
+        s2, s3 = self._probs1(k2 - _stamp1(c2, k), k3 - _stamp1(c3, k))
+        d = t_miss - (s2 + s3) * (t_miss - t_hit)
+        per_sub = SUBPAGE + own_insert_per_sub
+        c2.stamps[k] = k2 + per_sub
+        c3.stamps[k] = k3 + c3.rate * d + per_sub
+        c2.add_now(SUBPAGE)
+        c3.add_stream(now, SUBPAGE, int(d))
+        self._count(cpu, 1, s2, s3, streamed, t_miss > t_hit)
+        return 1.0 - s2 - s3, d
 
     def access(
         self,
@@ -394,30 +454,26 @@ class CacheHierarchy:
         memory, expected ns per sub-page).
 
         The distances depend on the time into the pass, which depends on the hits before:
-        the causal fixed point, iterated from "all miss" on the expected times."""
-        k = self._key(key)
+        the causal fixed point, iterated from "all miss" on the expected times. (The L2 is
+        private: its clock advances by whole passes, without a rate.)"""
+        k = self._alias.get(key, key)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
-        k2, k3 = c2.advance(now), c3.advance(now)
+        k2, k3 = c2._clock, c3.advance(now)
         n = len(idx)
-        a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
         per_sub = SUBPAGE + own_insert_per_sub
         llc_only = t_miss > t_hit
         gap = t_miss - t_hit
-        if n == 1:
-            i = int(idx[0])
-            s2, s3 = self._probs1(k2 - a2[i], k3 - a3[i])
-            d = t_miss - (s2 + s3) * gap
-            a2[i] = k2 + c2.rate * d + per_sub
-            a3[i] = k3 + c3.rate * d + per_sub
-            c2.add_stream(now, SUBPAGE, int(d))
-            c3.add_stream(now, SUBPAGE, int(d))
-            self._count(cpu, 1, s2, s3, streamed, llc_only)
-            return 1.0 - s2 - s3, np.array([d])
-        r2, r3 = c2.rate, c3.rate
+        if npages == 1:
+            pm, d = self.access1(cpu, key, t_hit, t_miss, now, own_insert_per_sub, streamed)
+            return pm, np.array([d])
+        a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
+        r3 = c3.rate
         own = _own(n, per_sub)
-        b2 = own - a2[idx]
+        i0 = int(idx[0])
+        sl: Any = slice(i0, i0 + n) if idx is _RANGES.get((i0, i0 + n)) else idx  # a range: slice, not gather
+        b2 = own - a2[sl]
         b2 += k2
-        b3 = own - a3[idx]
+        b3 = own - a3[sl]
         b3 += k3
         s2 = s3 = 0.0
         if b3.min() >= self.llc.horizon and b2.min() >= self.l2.horizon:
@@ -426,49 +482,50 @@ class CacheHierarchy:
             inclusive = self.org.llc == INCLUSIVE
             total = n * t_miss
             dur = np.full(n, t_miss)
-            x = np.zeros(n)
+            x = np.empty(n)
             tol = FIX_TOL * total
             for _ in range(FIX_ITERS):
                 np.cumsum(dur, out=x)
                 x -= dur
                 if inclusive:  # cached = in the LLC
-                    q3 = self.llc.p(b3 + r3 * x)
-                    new = t_miss - q3 * gap
+                    x *= r3
+                    x += b3
+                    q3 = self.llc.p(x)
+                    new = q3 * -gap
+                    new += t_miss
                 else:
-                    new = t_miss - self._any(b2 + r2 * x, b3 + r3 * x) * gap
+                    new = t_miss - self._any(b2, b3 + r3 * x) * gap
                 t = float(new.sum())
                 dur = new
-                if abs(t - total) <= tol or (r2 == 0.0 and r3 == 0.0):
+                if abs(t - total) <= tol or r3 == 0.0:
                     break
                 total = t
             else:
                 self.fixpoint_unconverged += 1
-            np.cumsum(dur, out=x)
-            x -= dur
             if inclusive:
-                p2 = self.l2.p(b2 + r2 * x) * q3
+                p2 = self.l2.p(b2)
+                p2 *= q3
                 s2 = float(p2.sum())
                 s3 = float(q3.sum()) - s2
             else:
-                p2, p3 = self._probs(b2 + r2 * x, b3 + r3 * x)
+                np.cumsum(dur, out=x)
+                x -= dur
+                p2, p3 = self._probs(b2, b3 + r3 * x)
                 s2, s3 = float(p2.sum()), float(p3.sum())
         after = np.cumsum(dur)
         last = float(after[-1])
-        w = after * r2
-        w += own
-        w += k2 + per_sub
-        a2[idx] = w
+        a2[sl] = own + (k2 + per_sub)
         after *= r3
         after += own
         after += k3 + per_sub
-        a3[idx] = after
-        c2.add_stream(now, n * SUBPAGE, int(last))
+        a3[sl] = after
+        c2.add_now(n * SUBPAGE)
         c3.add_stream(now, n * SUBPAGE, int(last))
         self._count(cpu, n, s2, s3, streamed, llc_only)
         return n - s2 - s3, dur
 
     def forget(self, cpu: int, key: Hashable) -> None:
         """The page's data is dead and its frame not tracked (a key never bound to a frame)."""
-        k = self._key(key)
+        k = self._alias.get(key, key)
         self.l2.of_cpu[cpu].stamps.pop(k, None)
         self.llc.of_cpu[cpu].stamps.pop(k, None)

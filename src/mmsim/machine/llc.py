@@ -25,8 +25,6 @@ import heapq
 from collections.abc import Hashable
 from typing import Any
 
-import numpy as np
-
 from mmsim.machine.model import Machine
 
 SUBPAGE = 4096  # granularity of the model: one base page
@@ -54,7 +52,8 @@ class SharedCache:
         self._clock = 0.0
         self._rate = 0.0  # bytes/ns being inserted now, all streams
         self._ends: list[tuple[int, float]] = []
-        self.stamps: dict[Hashable, np.ndarray] = {}
+        # a page's sub-page stamps; a 4 KiB page's one stamp is a plain float (cheaper than an array)
+        self.stamps: dict[Hashable, Any] = {}
         self._since_prune = 0.0
 
     def advance(self, now: int) -> float:
@@ -92,11 +91,17 @@ class SharedCache:
         if self._since_prune > self.horizon:
             self._prune()
 
+    def add_now(self, nbytes: float) -> None:
+        """Insert ``nbytes`` at once (a private cache whose own streams need no rate)."""
+        self._clock += nbytes
+        self._since_prune += nbytes
+        if self._since_prune > self.horizon:
+            self._prune()
+
     def _prune(self) -> None:
         """Drop stamp arrays no future access can hit (all older than capacity)."""
         self._since_prune = 0.0
         horizon = self._clock - self.horizon
-        # (a 4 KiB page's array has one stamp: index it rather than pay numpy's reduction)
-        dead = [k for k, a in self.stamps.items() if (a[0] if len(a) == 1 else a.max()) < horizon]
+        dead = [k for k, a in self.stamps.items() if (a if a.__class__ is float else a.max()) < horizon]
         for k in dead:
             del self.stamps[k]
