@@ -172,3 +172,11 @@ def test_spin_loops_retire_instructions() -> None:
     """One loop iteration (SPIN_LOOP_INSNS) per PAUSE: 10 cycles before Skylake, 140 from it."""
     assert spin_instructions("xeon-e5-2699v3-2s", 1000.0) == 1000 // 10 * SPIN_LOOP_INSNS
     assert spin_instructions("cascadelake-optane-2s", 1400.0) == 10 * SPIN_LOOP_INSNS
+
+
+def test_random_replacement_survival_is_exponential() -> None:
+    """Random replacement: each fill into the set evicts the line with probability 1/W, so it survives
+    x capacities of other data with e^-x, whatever the ways."""
+    t = survival(20, random=True)
+    assert t[TABLE_PER_CAP] == pytest.approx(np.exp(-1.0), abs=1e-6)
+    assert t[TABLE_PER_CAP // 2] == pytest.approx(np.exp(-0.5), abs=1e-6)

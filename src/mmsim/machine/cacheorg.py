@@ -40,6 +40,11 @@ class CacheOrg:
     # cycles per PAUSE in a spin loop: "about 10 cycles" before Skylake, "as many as 140 cycles" on Skylake
     # microarchitecture (Intel Optimization Reference Manual, 'Pause Latency in Skylake Microarchitecture')
     pause_cycles: float = 10.0
+    # LLC replacement within a set: "lru" (Smith's formula) or "random" (each fill into the set evicts a
+    # random way: a line survives d bytes with e^(-d / capacity)); 7-cpu.com measures Sandy Bridge's
+    # LLC as pseudo-LRU and Ivy Bridge's as "random replacement policy" (docs/sources-caches.md 1a).
+    # "random" is for sensitivity runs (benchmarks/clear_order_replacement.py); no preset uses it.
+    replacement: str = "lru"
 
 
 # Instructions per iteration of a kernel spin loop (cpu_relax() = PAUSE, the load of the lock word or MCS

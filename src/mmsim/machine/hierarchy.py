@@ -104,13 +104,15 @@ FIX_ITERS = 12
 FIX_TOL = 1e-3  # the fixed point of a pass is reached: its total time moved by less than this share
 
 
-def survival(ways: int, hashed: bool = True) -> np.ndarray:
+def survival(ways: int, hashed: bool = True, random: bool = False) -> np.ndarray:
     """P(a line survives d bytes of other data), tabulated at d = k / TABLE_PER_CAP capacities
     (Smith's Poisson approximation; ends with one 0). ``hashed=False``: an address-indexed cache
     whose set-index bits lie within the page: exact LRU, a line survives less than a capacity."""
     if not hashed:
         return np.concatenate([np.ones(TABLE_PER_CAP), np.zeros(1)])
     x = np.arange(0, 64 * TABLE_PER_CAP, dtype=np.float64) / TABLE_PER_CAP
+    if random:  # each of the Poisson(x W) fills into the set evicts this line with probability 1/W
+        ways = 1
     lam = x * ways
     term = np.exp(-lam)  # P(Poisson(lam) = 0), then = k for k < ways, summed
     p = term.copy()
@@ -131,7 +133,7 @@ class Level:
 
     __slots__ = ("name", "caches", "of_cpu", "table", "scale", "last", "capacity", "horizon", "exact")
 
-    def __init__(self, machine: Machine, name: str) -> None:
+    def __init__(self, machine: Machine, name: str, random: bool = False) -> None:
         c = machine.cache(name)
         self.name = name
         self.capacity = float(c.size_kib * 1024)
@@ -140,7 +142,7 @@ class Level:
         # measure flat L2 plateaus up to the size): exact LRU. The LLC's sets are spread by the slice
         # hash (Intel) or by scattered frames: Smith's formula. Direct-mapped: e^-x either way.
         self.exact = name == "L2"
-        self.table = survival(c.ways, hashed=not self.exact)
+        self.table = survival(c.ways, hashed=not self.exact, random=random)
         self.last = float(len(self.table) - 1)
         self.scale = TABLE_PER_CAP / self.capacity
         self.horizon = self.last / self.scale  # bytes: no line survives this distance
@@ -234,7 +236,7 @@ class CacheHierarchy:
         self.counters = counters
         self.org = org if org is not None else cache_org(machine.name)
         self.l2 = Level(machine, "L2")
-        self.llc = Level(machine, "L3")
+        self.llc = Level(machine, "L3", random=self.org.replacement == "random")
         self.level = "L3"
         self.lines_per_sub = SUBPAGE // machine.cache("L3").line_bytes
         self._alias: dict[Hashable, Hashable] = {}
