@@ -65,8 +65,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         f"overflows it. LLC miss rate {100 * ma:.1f}% -> {100 * mb:.1f}%, IPC {ia:.2f} -> {ib:.2f}.",
         "profile v4.13: " + ", ".join(f"{p['symbol']} {p['percent']:.1f}%" for p in a.profile[:2])
         + "; v4.14: " + ", ".join(f"{p['symbol']} {p['percent']:.1f}%" for p in b.profile[:2]),
-        f"4 processes (11 MiB of LLC each; a steady-state window of 2 GiB per process instead of the case "
-        f"script's 16 GiB): throughput change {c4:+.1f}%.",
+        f"4 processes (2 per socket: 22.5 MiB of LLC each; a steady-state window of 2 GiB per process instead "
+        f"of the case script's 16 GiB): throughput change {c4:+.1f}%.",
         "Caches: machine/hierarchy.py (private L2, inclusive LLC, L2 streamer, perf's LONGEST_LAT_CACHE "
         "counting); docs/clear-order.md.",
     ]
