@@ -180,3 +180,13 @@ def test_random_replacement_survival_is_exponential() -> None:
     t = survival(20, random=True)
     assert t[TABLE_PER_CAP] == pytest.approx(np.exp(-1.0), abs=1e-6)
     assert t[TABLE_PER_CAP // 2] == pytest.approx(np.exp(-0.5), abs=1e-6)
+
+
+def test_a_split_or_merged_block_keeps_its_pages_state() -> None:
+    """An order-3 block stamped whole, then handed out split (one page) or merged (order 4 around it):
+    each page's stamp comes from the block it was last stamped in."""
+    h = _h()
+    h.touch(0, 8, 3, 8 * 4096, 0)  # CPU 0 writes the 8 pages of block 8..15
+    assert h.on_alloc(1, 9, 0, 10) == 1.0  # one page of it, on the same LLC: cached
+    assert h.resident(1, 0, 4, 10) == (0.0, 0.5)  # pages 0..15: the upper half is in the LLC
+    assert h.on_alloc(2, 9, 0, 10) == 0.0  # socket 1: not cached there

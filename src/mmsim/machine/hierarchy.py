@@ -209,6 +209,24 @@ def _stamp1(c: SharedCache, key: Hashable) -> float:
     return a if a.__class__ is float else NEVER
 
 
+MIXED_ORDER = 3  # PAGE_ALLOC_COSTLY_ORDER: the largest block whose pages are looked up one by one
+MAX_ORDER = 10
+
+
+def _page(stamps: dict[Hashable, Any], pfn: int) -> float:
+    """The stamp of frame ``pfn`` from the block it was last stamped in (any order up to MAX_ORDER)."""
+    for o in range(MAX_ORDER + 1):
+        head = pfn >> o << o
+        a = stamps.get(("F", head))
+        if a is None:
+            continue
+        if a.__class__ is float:
+            return a if o == 0 else NEVER
+        if len(a) == 1 << o:
+            return float(a[pfn - head])
+    return NEVER
+
+
 def _block(c: SharedCache, key: Hashable, n: int) -> np.ndarray:
     """Stamps of a block of ``n`` sub-pages, for reading (NEVER where unknown)."""
     a = c.stamps.get(key)
@@ -264,15 +282,31 @@ class CacheHierarchy:
         self._alias[key] = ("F", pfn)
 
     def resident(self, cpu: int, pfn: int, order: int, now: int) -> tuple[float, float]:
-        """Expected share of block ``pfn`` (2^order pages) in ``cpu``'s L2 and in its LLC only."""
+        """Expected share of block ``pfn`` (2^order pages) in ``cpu``'s L2 and in its LLC only.
+        A block stamped whole is read whole; otherwise (the buddy allocator split or merged it since)
+        each page's stamp is taken from whichever block it was last stamped in, for blocks of up to
+        ``MIXED_ORDER`` (larger ones count as not cached)."""
         n = 1 << order
         k = ("F", pfn)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
-        if k not in c3.stamps and k not in c2.stamps:
+        st2, st3 = c2.stamps, c3.stamps
+        whole = k in st3 or k in st2
+        if not whole and order > MIXED_ORDER:
             return 0.0, 0.0
+        k3 = c3.advance(now)
         if n == 1:
-            return self._probs1(c2._clock - _stamp1(c2, k), c3.advance(now) - _stamp1(c3, k))
-        p2, p3 = self._probs(c2._clock - _block(c2, k, n), c3.advance(now) - _block(c3, k, n))
+            o2, o3 = (_stamp1(c2, k), _stamp1(c3, k)) if whole else (_page(st2, pfn), _page(st3, pfn))
+            if o2 == NEVER and o3 == NEVER:
+                return 0.0, 0.0
+            return self._probs1(c2._clock - o2, k3 - o3)
+        a2, a3 = st2.get(k), st3.get(k)
+        if whole and a2.__class__ is not float and a3.__class__ is not float and (
+                a3 is None or len(a3) == n) and (a2 is None or len(a2) == n):
+            b2, b3 = _block(c2, k, n), _block(c3, k, n)
+        else:
+            b2 = np.array([_page(st2, pfn + i) for i in range(n)])
+            b3 = np.array([_page(st3, pfn + i) for i in range(n)])
+        p2, p3 = self._probs(c2._clock - b2, k3 - b3)
         return float(p2.mean()), float(p3.mean())
 
     def on_alloc(self, cpu: int, pfn: int, order: int, now: int) -> float:
@@ -285,10 +319,11 @@ class CacheHierarchy:
             self.alloc_cold_pages += 1 << order
         return p2 + p3
 
-    def touch(self, cpu: int, pfn: int, order: int, nbytes: int, now: int) -> None:
+    def touch(self, cpu: int, pfn: int, order: int, nbytes: int, now: int, reread: bool = False) -> None:
         """``cpu`` referenced ``nbytes`` of block ``pfn`` at ``now`` (an skb fragment written or
         read, a new slab's free pointers), timed and counted by its caller: the block is stamped
-        in ``cpu``'s L2 and LLC and their clocks advance by ``nbytes``; no perf counts."""
+        in ``cpu``'s L2 and LLC and their clocks advance by ``nbytes`` (the LLC's not for a ``reread``
+        of lines it holds from another CPU's write); no perf counts."""
         k = ("F", pfn)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
         k3 = c3.advance(now) + nbytes
@@ -300,7 +335,8 @@ class CacheHierarchy:
             _stamps(c2, k, 1 << order)[:] = k2
             _stamps(c3, k, 1 << order)[:] = k3
         c2.add_now(nbytes)
-        c3.add_stream(now, nbytes, 0)
+        if not reread:  # a re-read of lines the LLC just counted (the skb reader) moves them, adds nothing
+            c3.add_stream(now, nbytes, 0)
 
     def on_free(self, cpu: int, pfn: int, order: int) -> None:
         """Block ``pfn`` was freed by ``cpu``. Its lines stay cached (freeing writes no data; the
