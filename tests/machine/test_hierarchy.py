@@ -183,10 +183,12 @@ def test_random_replacement_survival_is_exponential() -> None:
 
 
 def test_a_split_or_merged_block_keeps_its_pages_state() -> None:
-    """An order-3 block stamped whole, then handed out split (one page) or merged (order 4 around it):
-    each page's stamp comes from the block it was last stamped in."""
+    """An order-3 block stamped whole, then handed out split: each page's stamp comes from the block it
+    was last stamped in; a merged block above MIXED_ORDER is not looked up page by page."""
     h = _h()
     h.touch(0, 8, 3, 8 * 4096, 0)  # CPU 0 writes the 8 pages of block 8..15
     assert h.on_alloc(1, 9, 0, 10) == 1.0  # one page of it, on the same LLC: cached
-    assert h.resident(1, 0, 4, 10) == (0.0, 0.5)  # pages 0..15: the upper half is in the LLC
+    assert h.resident(1, 8, 2, 10) == (0.0, 1.0)  # pages 8..11 split off it: in the LLC
+    assert h.resident(1, 0, 3, 10) == (0.0, 0.0)  # its buddy 0..7: never touched
+    assert h.resident(1, 0, 4, 10) == (0.0, 0.0)  # merged to order 4 (> MIXED_ORDER): counted cold
     assert h.on_alloc(2, 9, 0, 10) == 0.0  # socket 1: not cached there
