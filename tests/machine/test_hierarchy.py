@@ -157,13 +157,13 @@ def test_freed_frame_keeps_its_cache_state() -> None:
     """A frame cleared on CPU 0, freed, reallocated: still in socket 0's LLC (CPU 1 finds it there,
     not in its own L2); on socket 1 it is cold; a clear of it on CPU 1 hits."""
     h = _h()
-    h.bind("old", 100)
+    h.bind("old", 100, 0)
     h.fill(0, "old", 1, np.array([0]), 10, 0)
     h.on_free(0, 100, 0)
     assert h.resident(0, 100, 0, 20) == (1.0, 0.0)
     assert h.resident(1, 100, 0, 20) == (0.0, 1.0)
     assert h.on_alloc(2, 100, 0, 20) == 0.0
-    h.bind("new", 100)
+    h.bind("new", 100, 0)
     h.fill(1, "new", 1, np.array([0]), 10, 20)
     assert _refs(h, 1) == (64, 0)  # write hits in the LLC
 

@@ -210,12 +210,11 @@ def _stamp1(c: SharedCache, key: Hashable) -> float:
 
 
 MIXED_ORDER = 3  # PAGE_ALLOC_COSTLY_ORDER: the largest block whose pages are looked up one by one
-MAX_ORDER = 10
 
 
-def _page(stamps: dict[Hashable, Any], pfn: int) -> float:
-    """The stamp of frame ``pfn`` from the block it was last stamped in (any order up to MAX_ORDER)."""
-    for o in range(MAX_ORDER + 1):
+def _page(stamps: dict[Hashable, Any], pfn: int, orders: list[int]) -> float:
+    """The stamp of frame ``pfn`` from the block it was last stamped in (blocks of ``orders``)."""
+    for o in orders:
         head = pfn >> o << o
         a = stamps.get(("F", head))
         if a is None:
@@ -258,6 +257,7 @@ class CacheHierarchy:
         self.level = "L3"
         self.lines_per_sub = SUBPAGE // machine.cache("L3").line_bytes
         self._alias: dict[Hashable, Hashable] = {}
+        self._orders: list[int] = []  # block orders stamped under frame keys (bind, touch)
         self._res = [[0.0, 0.0] for _ in range(machine.ncpus)]  # fractional perf counts carried
         # expected sub-pages found in L2 / LLC / memory, over all passes (diagnostics, validate)
         self.found = [0.0, 0.0, 0.0]
@@ -277,9 +277,15 @@ class CacheHierarchy:
         return self.llc.of_cpu[cpu]
 
     # -- frames --------------------------------------------------------------------------
-    def bind(self, key: Hashable, pfn: int) -> None:
-        """The page mapped under ``key`` is the block at frame ``pfn``: its stamps are the frame's."""
+    def bind(self, key: Hashable, pfn: int, order: int) -> None:
+        """The page mapped under ``key`` is the block of 2^order frames at ``pfn``: its stamps are the
+        frame's."""
         self._alias[key] = ("F", pfn)
+        self._order_used(order)
+
+    def _order_used(self, order: int) -> None:
+        if order not in self._orders:
+            self._orders = sorted({*self._orders, order})
 
     def resident(self, cpu: int, pfn: int, order: int, now: int) -> tuple[float, float]:
         """Expected share of block ``pfn`` (2^order pages) in ``cpu``'s L2 and in its LLC only.
@@ -295,7 +301,10 @@ class CacheHierarchy:
             return 0.0, 0.0
         k3 = c3.advance(now)
         if n == 1:
-            o2, o3 = (_stamp1(c2, k), _stamp1(c3, k)) if whole else (_page(st2, pfn), _page(st3, pfn))
+            if not whole and not self._orders:
+                return 0.0, 0.0
+            o2, o3 = ((_stamp1(c2, k), _stamp1(c3, k)) if whole
+                      else (_page(st2, pfn, self._orders), _page(st3, pfn, self._orders)))
             if o2 == NEVER and o3 == NEVER:
                 return 0.0, 0.0
             return self._probs1(c2._clock - o2, k3 - o3)
@@ -304,8 +313,8 @@ class CacheHierarchy:
                 a3 is None or len(a3) == n) and (a2 is None or len(a2) == n):
             b2, b3 = _block(c2, k, n), _block(c3, k, n)
         else:
-            b2 = np.array([_page(st2, pfn + i) for i in range(n)])
-            b3 = np.array([_page(st3, pfn + i) for i in range(n)])
+            b2 = np.array([_page(st2, pfn + i, self._orders) for i in range(n)])
+            b3 = np.array([_page(st3, pfn + i, self._orders) for i in range(n)])
         p2, p3 = self._probs(c2._clock - b2, k3 - b3)
         return float(p2.mean()), float(p3.mean())
 
@@ -325,6 +334,7 @@ class CacheHierarchy:
         in ``cpu``'s L2 and LLC and their clocks advance by ``nbytes`` (the LLC's not for a ``reread``
         of lines it holds from another CPU's write); no perf counts."""
         k = ("F", pfn)
+        self._order_used(order)
         c2, c3 = self.l2.of_cpu[cpu], self.llc.of_cpu[cpu]
         k3 = c3.advance(now) + nbytes
         k2 = c2._clock + nbytes
