@@ -56,6 +56,11 @@ V312 = {
     "numa_balancing_scan_size_mb": "256",
     "numa_balancing_hot_threshold_ms": "1000",
     "numa_balancing_promote_rate_limit_mbps": "65536",
+    "pcp_batch_scale_max": "off",
+    "pcp_alloc_factor": "off",
+    "pcp_high_tuning": "off",
+    "pcp_below_high": "off",
+    "pcp_free_count": "off",
     # issue 22: mappings and THP alignment
     "thp_anon_align": "off",
     "dev_zero_align": "off",

@@ -76,6 +76,9 @@ CACHE_ORG: dict[str, CacheOrg] = {
                                 pause_cycles=SKYLAKE_PAUSE),
     "cooperlake-8380h-4s": CacheOrg(VICTIM, INTEL_LLC, "inference: Cooper Lake keeps the Skylake-SP core and "
                                     f"mesh with its non-inclusive L3 ({ANANDTECH_SKX})", pause_cycles=SKYLAKE_PAUSE),
+    "sapphirerapids-8480-2s": CacheOrg(VICTIM, INTEL_LLC, "inference: Sapphire Rapids keeps the non-inclusive "
+                                       f"L3 of Skylake-SP ({ANANDTECH_SKX}); PAUSE: Skylake's figure, estimate",
+                                       pause_cycles=SKYLAKE_PAUSE),
     "xeon-phi-7295": CacheOrg(MEMORY_SIDE, KNL_L2, "NERSC 'Cori KNL Processor Modes': MCDRAM cache mode is "
                               "direct-mapped, memory-side; knightslanding/cache.json: 0x2e = L2_REQUESTS"),
     "genoa-9654-2s": CacheOrg(VICTIM, AMD_L2, "Zen L3 is a victim cache of L2 evictions (weak, "

@@ -69,6 +69,9 @@ class VmEvent(IntEnum):
     CPU_PARTIAL_FREE = 27  # a full slab frozen onto the freeing CPU's partial list
     CPU_PARTIAL_NODE = 28  # a slab moved from the node list to the CPU partial list
     CPU_PARTIAL_DRAIN = 29  # a CPU partial list moved to the node list (__unfreeze_partials)
+    # Not a vm_event_item: pages taken from the buddy lists (rmqueue_bulk refills and rmqueue_buddy),
+    # Huang Ying's "alloc_zone" in the PCP auto-tuning cover letters.
+    ZONE_ALLOC_PAGES = 30
 
     @property
     def vmstat_name(self) -> str:
