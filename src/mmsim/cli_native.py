@@ -103,7 +103,8 @@ def validate_cmd(
         str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
                           "models vs native lock contention), paths (level 2: zone->lock sections vs "
                           "52166607ecc9's ftrace times, on their own presets), native (workloads on this host's "
-                          "kernel), or all.")
+                          "kernel), caches (the cache hierarchy: chase plateaus, the seed's perf counts, the Genoa "
+                          "counter-case; not part of all), or all.")
     ] = "all",
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Progress on stderr: a rich bar with ETA per suite (default on a "
@@ -124,7 +125,7 @@ def validate_cmd(
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
     if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
         raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
-    suites = {"primitives", "locks", "paths", "native", "all"}
+    suites = {"primitives", "locks", "paths", "native", "caches", "all"}
     if suite not in suites:
         raise UserError("--suite", suite, ", ".join(sorted(suites)))
     from mmsim.machine import get_machine
@@ -156,14 +157,21 @@ def validate_cmd(
 
             _progress("suite paths")
             path_rows = validate_paths(log=_progress)
+        cache_rows: list[dict[str, Any]] = []
+        if suite == "caches":
+            from mmsim.native.caches import validate_caches
+
+            _progress("suite caches")
+            cache_rows = validate_caches(machine, log=_progress)
     if json_out:
-        _emit_json(rows + lock_rows + path_rows)
+        _emit_json(rows + lock_rows + path_rows + cache_rows)
     else:
         from mmsim.mm.validate_paths import format_paths
+        from mmsim.native.caches import format_caches
         from mmsim.native.report import format_locks
 
         _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else [])
-              + (format_paths(path_rows) if path_rows else []))
+              + (format_paths(path_rows) if path_rows else []) + (format_caches(cache_rows) if cache_rows else []))
 
 
 def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:

@@ -31,6 +31,7 @@ NAMES = [
     "host",
     "tiny",
     "haswell-ex-4s",
+    "genoa-9654-2s",
     "tiny-pmem",
 ]
 COST_FIELDS = [f.name for f in dataclasses.fields(CostModel) if f.name != "sources"]

@@ -135,9 +135,10 @@ def test_elapsed_is_at_least_the_bandwidth_bound(tiny: Machine) -> None:
     s = _simulate(tiny, "v3.13")
     # Each node writes at most 10 GB/s (10 bytes/ns): the run cannot be shorter than
     # its busiest node's bytes / 10. Threads 0, 1 write node 0; 2, 3 node 1; each
-    # node gets 2 × 8e6 bytes of user stores plus the kernel's clears (≥ 2 × 8e6).
+    # node gets the kernel's clears (>= 2 x 8e6 bytes); the user stores go through the
+    # cache hierarchy, so only the sub-pages no longer cached are written (and read) again.
     bw = s.bandwidth.bytes_written
-    assert min(bw) >= 2 * 8_000_000 * 2
+    assert 2 * 8_000_000 < min(bw) < 2 * 8_000_000 * 2
     assert s.elapsed_ns >= max(bw) / 10
     assert s.elapsed_ns < s.engine.now  # the vmstat timer's last (no-op) tick is at 1 s
     assert s.engine.now == 1_000_000_000

@@ -14,6 +14,7 @@ import pytest
 from mmsim.errors import UserError
 from mmsim.experiments.run import RunResult, RunSpec, run
 from mmsim.machine import get_machine
+from mmsim.machine.hierarchy import STREAM_START
 from mmsim.workloads.vm_scalability import fork_cpus, memparse
 
 SMALL = {"nr_task": "4", "size": "64m"}
@@ -43,10 +44,11 @@ def test_anon_r_seq_maps_zero_pages_and_never_clears() -> None:
     # only page-table pages are cleared (4 KiB each: 64 "instructions", one per line)
     clears = next(p for p in r.profile if p["symbol"] == "clear_page_erms")
     assert clears["instructions"] <= 4 * 16 * 64
-    # every read goes through the LLC: 7 huge zero page passes + 512 small zero page reads per task
-    assert r.perf["cache-references"] == 4 * (7 * 512 + 512) * 64
-    # the 4 KiB zero page stays cached; only the 2 MiB huge zero page (> 1 MiB L3) can miss
-    assert 0 < r.perf["cache-misses"] <= 4 * 7 * 512 * 64
+    # the 4 KiB zero page stays in each core's L2 (no LLC request); the 2 MiB huge zero page
+    # (> the 256 KiB L2) reaches the LLC: at most every line of its 7 passes per task, and only
+    # the streamer's first STREAM_START demand lines of a sub-page can miss
+    assert 0 < r.perf["cache-references"] <= 4 * 7 * 512 * 64
+    assert 0 < r.perf["cache-misses"] <= 4 * 7 * 512 * STREAM_START
 
 
 def test_anon_cow_seq_copies_every_page_once_per_child() -> None:
@@ -71,7 +73,6 @@ def test_clear_order_changes_llc_hits_under_contention() -> None:
     a = _run("anon-w-seq", kernel="v4.13", nr_task="8", size="128m")
     b = _run("anon-w-seq", kernel="v4.14", nr_task="8", size="128m")
     assert b.perf["cache-misses"] < a.perf["cache-misses"]
-    assert a.perf["cache-references"] == b.perf["cache-references"]
 
 
 def test_same_seed_same_result() -> None:

@@ -15,6 +15,7 @@ from mmsim.errors import UserError
 from mmsim.experiments import guard as _guard
 from mmsim.experiments import noise as _noise
 from mmsim.kernels.catalog import resolve_kernel
+from mmsim.machine.cacheorg import SPIN_FUNCS, spin_instructions
 from mmsim.metrics.events import PROC_VMSTAT, PerfEvent
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
@@ -207,6 +208,13 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
     perf_t = c.perf_total()
     elapsed_ns = system.elapsed_ns if system.elapsed_ns >= 0 else system.engine.now
     cycles = int(perf_t[PerfEvent.TASK_CLOCK] * m.freq_ghz)
+    prof = c.profile_total()
+    # spinning retires its pause loop's instructions (the lock models charge spin time only)
+    for f in SPIN_FUNCS:
+        e = prof.get(f)
+        if e is not None and not e.insns:
+            e.insns = spin_instructions(m.name, e.ns * m.freq_ghz)
+            perf_t[PerfEvent.INSTRUCTIONS] += e.insns
     perf = {
         "task-clock": perf_t[PerfEvent.TASK_CLOCK] / 1e6,
         "context-switches": perf_t[PerfEvent.CONTEXT_SWITCHES],
@@ -219,7 +227,6 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         "ipc": round(perf_t[PerfEvent.INSTRUCTIONS] / cycles, 4) if cycles else 0.0,
         "seconds-time-elapsed": elapsed_ns / 1e9,
     }
-    prof = c.profile_total()
     total_ns = sum(e.ns for e in prof.values()) or 1
     profile = [
         {

@@ -610,6 +610,9 @@ PRESETS: dict[str, Callable[[], Machine]] = {
 from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
 
 PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_caches as _presets_caches  # noqa: E402
+
+PRESETS["genoa-9654-2s"] = functools.cache(_presets_caches.genoa_9654_2s)
 from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
 
 PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
@@ -634,6 +637,7 @@ _DESCRIPTIONS = {
     "tiny-pmem": "test machine: tiny + a CPU-less 2 GiB slow-memory node per socket",
     "tiny": "8-CPU test machine with round numbers",
     "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
+    "genoa-9654-2s": "2 x AMD EPYC 9654 (Genoa), 384 CPUs, 12 CCDs x 32 MiB L3 per socket",
     "sapphirerapids-8480-2s": "2 x Xeon Platinum 8480+ (Sapphire Rapids), 224 CPUs: 52166607ecc9 (issue 19)",
 }
 

@@ -67,6 +67,7 @@ def do_huge_pmd_anonymous_page(
         return True
     owner = (mm, slot)
     node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER, owner=owner)
+    s.cache.bind(("H", id(mm), slot), s.page_alloc.last_pfn, HPAGE_PMD_ORDER)  # its cache state is the frame's
     # __do_huge_pmd_anonymous_page (v3.13): pte_alloc_one() first, then clear_huge_page()
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0, owner=owner)  # pte_alloc_one
     yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
@@ -121,6 +122,7 @@ def do_huge_pmd_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Genera
         lk.release(task)
     node = yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), HPAGE_PMD_ORDER)
     new = ("H", id(mm), slot)
+    s.cache.bind(new, s.page_alloc.last_pfn, HPAGE_PMD_ORDER)
     if zero:
         yield from _mem.clear_huge_page(task, s, node, new, addr)
     else:

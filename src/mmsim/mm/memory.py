@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mmsim.engine.core import PARK, Task
+from mmsim.machine.hierarchy import subpage_range
 from mmsim.metrics.counters import PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
 from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
@@ -181,6 +182,12 @@ def user_access(
     eq = bw.equiv_bytes(node, SUBPAGE, wr)
     rate = bw.rate(node, m.cost.core_clear_gbs, now)
     t_miss = max(t_hit, eq / rate)
+    if npages == 1:  # a 4 KiB page: the hierarchy's scalar path
+        nmiss, d = s.cache.access1(task.cpu, key, t_hit, t_miss, now)
+        if nmiss > 0.0:
+            bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
+        ns1: int = s.counters.busy(task.cpu, func, int(d) + 1, int(words * insns))
+        return ns1
     idx = _range(first, last)
     nmiss, dur = s.cache.access(task.cpu, key, npages, idx, t_hit, t_miss, now)
     if nmiss:
@@ -199,17 +206,7 @@ def smt_speed(s: Any, cpu: int) -> float:
     return 1.0
 
 
-_RANGES: dict[tuple[int, int], np.ndarray] = {}
-
-
-def _range(first: int, last: int) -> np.ndarray:
-    """A read-only ``np.arange(first, last)``, built once per pair."""
-    a = _RANGES.get((first, last))
-    if a is None:
-        a = np.arange(first, last, dtype=np.int64)
-        a.setflags(write=False)
-        _RANGES[(first, last)] = a
-    return a
+_range = subpage_range  # a read-only np.arange(first, last), built once per pair
 
 
 def page_key(mm: Any, addr: int, huge: bool) -> Hashable:

@@ -65,7 +65,6 @@ from mmsim.mm.buddy import (  # noqa: F401 (constants kept importable from here 
     Zone,
 )
 from mmsim.mm.costs import path
-from mmsim.mm.page_reuse import PageReuse
 from mmsim.mm.pcp import PCPF_FREE_HIGH_BATCH, Pcp, PcpRules
 
 PAGE_SHIFT = 12
@@ -154,7 +153,7 @@ class PageAllocator(BuddyLists):
         self._ncpus = m.ncpus
         # transfer cost to each CPU from (last writer << 1 | dirty), built a row at a time on first use
         self._xrows: list[list[float] | None] = [None] * (2 * m.ncpus)
-        self.reuse = PageReuse(m)
+        self.cache = system.cache  # machine/hierarchy.py: is a reallocated frame still cached?
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
         self.rules = PcpRules(pol)
@@ -211,7 +210,8 @@ class PageAllocator(BuddyLists):
         self.lines = 0  # struct page line accesses charged through _line / _tails (for tests)
         # zone->lock sections by function: [count, ns charged inside them] (validate --suite paths)
         self.cs_stats: dict[str, list[int]] = {}
-        self.last_alloc_hot = False  # was the block just allocated still in the LLC (PageReuse)?
+        self.last_alloc_hot = False  # was the block just allocated still cached (CacheHierarchy.on_alloc)?
+        self.last_pfn = -1  # the block just allocated (the mm code binds its mapping to it)
         # owner -> [pfn << 4 | order]: blocks a caller will free by owner (an unmap); kept only
         # when a workload frees what it faulted in (track_owners), so other runs pay nothing.
         self.owned: dict[Any, list[int]] = {}
@@ -305,7 +305,7 @@ class PageAllocator(BuddyLists):
                 yield pending
                 pending = 0
                 yield from self._rmqueue_bulk(task, z, pcp, lst, order, mt)
-            pfn, stamp = lst.pop()
+            pfn, _ = lst.pop()
             pcp.count -= 1 << order
             extra = self._line(z, pfn, cpu, True)  # prep_new_page writes the struct page
             if order:
@@ -325,10 +325,11 @@ class PageAllocator(BuddyLists):
             c.vm[cpu][ZONE_ALLOC_PAGES] += 1 << order
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order}")
-            pfn, stamp = got
+            pfn, _ = got
             if order:
                 pending += c.busy(cpu, "get_page_from_freelist", int(self._tails(z, pfn, order, cpu)))
-        self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE << order)
+        self.last_pfn = pfn
+        self.last_alloc_hot = self.cache.on_alloc(cpu, pfn, order, self.system.engine.now) >= 0.5
         return pfn, pending
 
     def _rmqueue_bulk(
@@ -384,10 +385,11 @@ class PageAllocator(BuddyLists):
             pcp.free_factor >>= 1
         elif self.free_count_on:
             pcp.free_count >>= 1
-        pfn, stamp = lst.pop()
+        pfn, _ = lst.pop()
         pcp.count -= 1
         self.counters.vm[cpu][PGALLOC] += 1
-        self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE)
+        self.last_pfn = pfn
+        self.last_alloc_hot = self.cache.on_alloc(cpu, pfn, 0, self.system.engine.now) >= 0.5
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
@@ -425,7 +427,8 @@ class PageAllocator(BuddyLists):
         cpu = task.cpu
         c = self.counters
         z = self.zone_of(pfn)
-        stamp = self.reuse.stamp(cpu)
+        stamp = 0  # free-list stamps are unused: the cache hierarchy keeps a frame's state
+        self.cache.on_free(cpu, pfn, order)
         extra = self._line(z, pfn, cpu, True)  # free_pages_prepare / put_page on the struct page
         if order:
             extra += self._tails(z, pfn, order, cpu)  # free_pages_prepare: every tail's flags

@@ -441,6 +441,7 @@ class Slub:
         s.slabs[pfn] = slab
         self._stat(s, cpu, ALLOC_SLAB)
         lines = s.objects
+        self.system.cache.touch(cpu, pfn, s.order, lines * 64, self.system.engine.now)
         lat = self._llc_ns if hot else self._node_ns[z.node]
         p = self.counters.perf[cpu]
         p[CACHE_REFERENCES] += lines

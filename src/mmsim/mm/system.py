@@ -16,7 +16,7 @@ from mmsim.locks.base import CacheLine, LockContext
 from mmsim.locks.rwsem import MutexPolicy, RwsemPolicy
 from mmsim.locks.spinlock import SpinlockKind
 from mmsim.machine.bandwidth import MemoryBandwidth
-from mmsim.machine.llc import CacheModel
+from mmsim.machine.hierarchy import CacheHierarchy
 from mmsim.machine.model import Machine, MemoryType
 from mmsim.metrics.counters import Counters
 from mmsim.mm.costs import path
@@ -53,7 +53,7 @@ class System:
         self.locks = LockContext(self.engine, machine, self.counters, self.sched)
         self.spin_kind = SpinlockKind(kernel.get("spinlock"))
         self.bandwidth = MemoryBandwidth(machine)
-        self.cache = CacheModel(machine, self.counters)
+        self.cache = CacheHierarchy(machine, self.counters)
         # struct page lines of pages shared between processes (refcount / mapcount atomics)
         self._page_lines: dict[Hashable, CacheLine] = {}
         self.page_mapcount: dict[Hashable, int] = {}

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from mmsim.machine.bandwidth import MemoryBandwidth
-from mmsim.machine.llc import SUBPAGE, CacheModel
+from mmsim.machine.hierarchy import CacheHierarchy
+from mmsim.machine.llc import SUBPAGE
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters
 from mmsim.progress import ProgressHook, Steps
@@ -91,19 +92,23 @@ PUBLISHED: dict[str, dict[str, tuple[float, str]]] = {
 
 
 def simulated_chase_ns(m: Machine, nbytes: int, cpu: int = 0, node: int | None = None) -> float:
-    """Mean latency of a dependent load over ``nbytes`` through the model's cache and memory code."""
+    """Mean latency of a dependent load over ``nbytes`` through the model's cache and memory code:
+    the L1d by capacity (the hierarchy starts at the L2), then a first pass that brings the chain in
+    and a second, unstreamed one whose sub-pages are found in the L2, the LLC or memory
+    (:class:`mmsim.machine.hierarchy.CacheHierarchy`), each level at its latency."""
     node = m.cpu_node(0) if node is None else node
-    for c in m.caches[:-1]:  # private levels: the working set fits or it does not
-        if nbytes <= c.size_kib * 1024:
-            return float(c.latency_ns)
-    llc = m.caches[-1]
-    cm = CacheModel(m, Counters(m.ncpus))
+    l1 = m.caches[0]
+    if nbytes <= l1.size_kib * 1024:
+        return float(l1.latency_ns)
+    cm = CacheHierarchy(m, Counters(m.ncpus))
     n = max(1, nbytes // SUBPAGE)
     order = np.arange(n)
-    t_hit, t_miss = float(llc.latency_ns), m.mem_latency_ns(cpu, node)
+    t_mem = m.mem_latency_ns(cpu, node)
     cm.fill(cpu, "chase", n, order, 0, 0)  # first pass: the chain is brought in
-    _, dur = cm.access(cpu, "chase", n, order, t_hit, t_miss, 1)  # second pass: hits by reuse distance
-    return float(dur.mean())
+    cm.found = [0.0, 0.0, 0.0]
+    cm.access(cpu, "chase", n, order, 0.0, 1.0, 1, streamed=False)  # second pass
+    f2, f3, fm = cm.found
+    return (f2 * m.cache("L2").latency_ns + f3 * m.cache("L3").latency_ns + fm * t_mem) / n
 
 
 def simulated_c2c_ns(m: Machine, a: int, b: int) -> float:

@@ -137,9 +137,11 @@ def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: s
     left = skb.len - skb.head_len
     ns = copy_ns(system, cpu, skb.head_len, hot_lat) if skb.head_len else 0
     cold_lines = 0
+    now = system.engine.now
     for pfn, order, hot in skb.frags:
         b = min(PAGE_SIZE << order, left)  # the data in this fragment
         left -= b
+        system.cache.touch(cpu, pfn, order, b, now)
         if hot:
             ns += copy_ns(system, cpu, b, hot_lat)
         else:
@@ -160,6 +162,13 @@ def skb_copy_to_iter(task: Task, system: Any, skb: Skb, nbytes: int, func: str) 
     m = system.machine
     cpu = task.cpu
     lat = m.xfer_ns(skb.writer_cpu, cpu, modified=True) or m.cost.line_xfer_smt_ns
+    now = system.engine.now
+    left = skb.len - skb.head_len
+    same_llc = system.cache.of_cpu(cpu) is system.cache.of_cpu(skb.writer_cpu)
+    for pfn, order, _ in skb.frags:  # the reader pulls the fragments' lines into its caches
+        b = min(PAGE_SIZE << order, left)
+        left -= b
+        system.cache.touch(cpu, pfn, order, b, now, reread=same_llc)
     system.counters.perf[cpu][CACHE_REFERENCES] += nbytes // LINE
     charged: int = system.counters.busy(cpu, func, copy_ns(system, cpu, nbytes, lat), nbytes // 8)
     return charged

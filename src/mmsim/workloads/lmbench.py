@@ -162,14 +162,14 @@ class BwUnix:
         st = system.workload_state
         d = median(st["durations"]) if st["durations"] else 0
         bw = p["pairs"] * p["repetitions"] * p["bytes"] / (d / 1e9) / MB if d else 0.0
-        pa = system.page_alloc
+        cache = system.cache
         return {
             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec": round(bw, 2),
             "bw_unix.timed_seconds": d / 1e9,
             # perf's cache-misses / cache-references on the pairs' CPUs over the timed iterations
             "bw_unix.llc_miss_rate": st["misses"] / st["refs"] if st["refs"] else 0.0,
-            "bw_unix.reused_hot_pages": pa.reuse.hot_pages,
-            "bw_unix.cold_pages": pa.reuse.cold_pages,
+            "bw_unix.reused_hot_pages": cache.alloc_hot_pages,
+            "bw_unix.cold_pages": cache.alloc_cold_pages,
         }
 
 
