@@ -63,5 +63,9 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     xfer = s.machine.xfer_ns
     pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
     mm.vmas.remove(vma)
+    if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
+        from mmsim.mm.shmem import unlink_file_vma
+
+        pending = yield from unlink_file_vma(task, vma, pending)
     yield pending
     yield mm.mmap_sem.up_write(task)
