@@ -38,14 +38,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters, LockStat
 
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
+SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
 
 
 def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
@@ -57,19 +56,42 @@ def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
 
 
 class LineCosts:
-    """CPU x CPU transfer tables (HITM and HIT) of one machine, as nested lists
-    for scalar look-ups and numpy arrays for sums over spinner sets. Built once
-    per machine (:func:`line_costs`)."""
+    """The transfer costs of one machine in the shapes the lock code reads them.
 
-    __slots__ = ("hitm", "hit", "hitm_np", "hit_np", "hit_t")
+    * ``hitm`` / ``hit``: CPU x CPU nested lists, for scalar look-ups (an MCS
+      node hand-off, a reader's RMW);
+    * ``sock``, ``core``, ``smt``, ``tm``, ``th``: the same costs factored the
+      way :meth:`Machine.xfer_ns` computes them — 0 on the same CPU, ``smt``
+      between SMT siblings, else a socket x socket table (``tm`` HITM, ``th``
+      HIT) — so that a sum over a set of spinners is a sum over the sockets
+      they occupy (:class:`CacheLine`), not over every CPU.
+
+    Built once per machine (:func:`line_costs`)."""
+
+    __slots__ = ("hitm", "hit", "sock", "core", "smt", "tm", "th", "symmetric")
 
     def __init__(self, machine: Machine) -> None:
         n = machine.ncpus
         self.hitm = [[_transfer_ns(machine, a, b, True) for b in range(n)] for a in range(n)]
         self.hit = [[_transfer_ns(machine, a, b, False) for b in range(n)] for a in range(n)]
-        self.hitm_np = np.array(self.hitm, dtype=np.float64)
-        self.hit_np = np.array(self.hit, dtype=np.float64)
-        self.hit_t = np.ascontiguousarray(self.hit_np.T)
+        self.sock: tuple[int, ...] = tuple(machine._cpu_socket)  # type: ignore[attr-defined]
+        self.core: tuple[int, ...] = tuple(machine._cpu_core)  # type: ignore[attr-defined]
+        self.smt = float(machine.cost.line_xfer_smt_ns)
+        self.tm: tuple[tuple[float, ...], ...] = machine._socket_xfer  # type: ignore[attr-defined]
+        self.th: tuple[tuple[float, ...], ...] = machine._socket_hit  # type: ignore[attr-defined]
+        ns = len(self.th)
+        self.symmetric = all(self.th[a][b] == self.th[b][a] for a in range(ns) for b in range(ns))
+        # The factored form must give exactly what xfer_ns gives, pair by pair.
+        for a in range(n):
+            for b in range(n):
+                if a == b:
+                    want_m = want_h = 0.0
+                elif self.core[a] == self.core[b]:
+                    want_m = want_h = self.smt
+                else:
+                    want_m, want_h = self.tm[self.sock[a]][self.sock[b]], self.th[self.sock[a]][self.sock[b]]
+                if want_m != self.hitm[a][b] or want_h != self.hit[a][b]:
+                    raise ValueError(f"line costs of {machine.name} do not factor by core/socket at ({a}, {b})")
 
 
 _COSTS: dict[int, tuple[Machine, LineCosts]] = {}
@@ -119,7 +141,8 @@ class CacheLine:
     ``struct mm_struct``.
     """
 
-    __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cnt", "_pairs", "_snap", "_nsnap")
+    __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_core", "_sock", "_pairs",
+                 "_log", "_nsnap")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -128,42 +151,108 @@ class CacheLine:
         self.free_at = 0
         self.transfers = 0
         self.nspin = 0
-        # spinners per CPU, allocated on the first spinner: most lines never have one, and a
-        # run has a line per shared struct page
-        self._cnt: np.ndarray | None = None
+        # Spinners per CPU, per core and per socket (occupied entries only). A sum over the
+        # spinners is then a sum over the sockets they occupy plus a same-core correction
+        # (LineCosts), O(sockets) in pure Python rather than a dot product over every CPU.
+        self._cpu: dict[int, int] = {}
+        self._core: dict[int, int] = {}
+        self._sock: dict[int, int] = {}
         self._pairs = 0.0  # sum of HIT(i, j) over ordered pairs of distinct spinners
-        self._snap: np.ndarray | None = None  # readers of the last storm (owner == SHARED)
+        # While owner == SHARED: the (cpu, +1/-1) changes to the spinner set since the storm,
+        # so the storm's readers are the current spinners minus these (no copy per storm).
+        self._log: list[tuple[int, int]] | None = None
         self._nsnap = 0
+
+    # -- sums over the spinners ----------------------------------------------
+    def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
+        """Sum over the spinners ``j`` (with multiplicity) of the cost ``c -> j``
+        (``table`` is the socket table: ``tm`` HITM or ``th`` HIT)."""
+        co = self.costs
+        cpus = self._cpu
+        if len(cpus) <= SMALL:  # few spinner CPUs: sum them directly
+            r = (co.hitm if table is co.tm else co.hit)[c]
+            t = 0.0
+            for j, k in cpus.items():
+                t += k * r[j]
+            return t
+        sc = co.sock[c]
+        row = table[sc]
+        t = 0.0
+        for s, k in self._sock.items():
+            t += k * row[s]
+        kc = self._core.get(co.core[c], 0)
+        if kc:
+            t += kc * (co.smt - row[sc]) - self._cpu.get(c, 0) * co.smt
+        return t
+
+    def _in(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
+        """Sum over the spinners ``j`` of the cost ``j -> c``."""
+        co = self.costs
+        cpus = self._cpu
+        if len(cpus) <= SMALL:
+            m = co.hitm if table is co.tm else co.hit
+            t = 0.0
+            for j, k in cpus.items():
+                t += k * m[j][c]
+            return t
+        sc = co.sock[c]
+        t = 0.0
+        for s, k in self._sock.items():
+            t += k * table[s][sc]
+        kc = self._core.get(co.core[c], 0)
+        if kc:
+            t += kc * (co.smt - table[sc][sc]) - self._cpu.get(c, 0) * co.smt
+        return t
+
+    def _both(self, c: int) -> float:
+        """Sum of HIT(c, j) + HIT(j, c) over the spinners: what ``c`` adds to the pair sum."""
+        th = self.costs.th
+        if self.costs.symmetric:
+            return 2.0 * self._out(th, c)
+        return self._out(th, c) + self._in(th, c)
 
     # -- spinners ------------------------------------------------------------
     def add_spinner(self, cpu: int) -> None:
-        c = self.costs
-        cnt = self._cnt
-        if cnt is None:
-            cnt = self._cnt = np.zeros(len(c.hitm), dtype=np.float64)
         if self.nspin:
-            self._pairs += float(c.hit_np[cpu] @ cnt + c.hit_t[cpu] @ cnt)
-        cnt[cpu] += 1.0
+            self._pairs += self._both(cpu)
+        co = self.costs
+        d = self._cpu
+        d[cpu] = d.get(cpu, 0) + 1
+        d = self._core
+        k = co.core[cpu]
+        d[k] = d.get(k, 0) + 1
+        d = self._sock
+        k = co.sock[cpu]
+        d[k] = d.get(k, 0) + 1
         self.nspin += 1
+        if self._log is not None:
+            self._log.append((cpu, 1))
 
     def remove_spinner(self, cpu: int) -> None:
-        cnt = self._cnt
-        assert cnt is not None, "remove_spinner without add_spinner"
-        cnt[cpu] -= 1.0
+        if not self._cpu.get(cpu):
+            raise RuntimeError(f"remove_spinner({cpu}) without add_spinner")
+        co = self.costs
+        for d, k in ((self._cpu, cpu), (self._core, co.core[cpu]), (self._sock, co.sock[cpu])):
+            v = d[k] - 1
+            if v:
+                d[k] = v
+            else:
+                del d[k]
         self.nspin -= 1
         if self.nspin:
-            c = self.costs
-            self._pairs -= float(c.hit_np[cpu] @ cnt + c.hit_t[cpu] @ cnt)
+            self._pairs -= self._both(cpu)
         else:
             self._pairs = 0.0
+        if self._log is not None:
+            self._log.append((cpu, -1))
 
     def storm(self, writer: int) -> tuple[float, float]:
         """The re-read storm a write by ``writer`` sets off: (first read, each
         later read), expected ns. (0, 0) without spinners."""
         n = self.nspin
-        if not n or self._cnt is None:
+        if not n:
             return 0.0, 0.0
-        first = float(self.costs.hitm_np[writer] @ self._cnt) / n
+        first = self._out(self.costs.tm, writer) / n
         per = self._pairs / (n * (n - 1)) if n > 1 else 0.0
         return first, per
 
@@ -173,29 +262,50 @@ class CacheLine:
         o = self.owner
         if o == cpu:
             return 0.0
-        if o == SHARED and self._snap is not None:
-            return float(self.costs.hit_t[cpu] @ self._snap) / self._nsnap
+        if o == SHARED and self._log is not None:
+            # mean over the storm's readers j of HIT(j -> cpu): today's spinners, less the changes since
+            t = self._in(self.costs.th, cpu)
+            hit = self.costs.hit
+            for j, d in self._log:
+                t -= d * hit[j][cpu]
+            return t / self._nsnap
         return self.costs.hitm[o][cpu]
 
     def write(self, cpu: int, now: int) -> tuple[int, float, float]:
         """A write by ``cpu`` at ``now``: queue for the line, take it, set off
         the storm. Returns (ns until the write completes, first read, each later
-        read) of the storm; the line is busy until the storm ends."""
+        read) of the storm; the line is busy until the storm ends.
+
+        The hot path of every lock: :meth:`rfo_ns` and :meth:`storm` are
+        inlined here (same arithmetic)."""
         start = self.free_at if self.free_at > now else now
-        cost = self.rfo_ns(cpu)
+        o = self.owner
+        co = self.costs
+        if o == cpu:
+            cost = 0.0
+        elif o == SHARED and self._log is not None:
+            cost = self._in(co.th, cpu)
+            hit = co.hit
+            for j, d in self._log:
+                cost -= d * hit[j][cpu]
+            cost /= self._nsnap
+        else:
+            cost = co.hitm[o][cpu]
         if cost:
             self.transfers += 1
-        first, per = self.storm(cpu)
-        done = start - now + int(cost)
-        if self.nspin and self._cnt is not None:
-            self.free_at = start + int(cost + first + (self.nspin - 1) * per)
+        n = self.nspin
+        if n:
+            first = self._out(co.tm, cpu) / n
+            per = self._pairs / (n * (n - 1)) if n > 1 else 0.0
+            self.free_at = start + int(cost + first + (n - 1) * per)
             self.owner = SHARED
-            self._snap = self._cnt.copy()
-            self._nsnap = self.nspin
-        else:
-            self.free_at = start + int(cost)
-            self.owner = cpu
-        return done, first, per
+            self._log = []
+            self._nsnap = n
+            return start - now + int(cost), first, per
+        self.free_at = start + int(cost)
+        self.owner = cpu
+        self._log = None
+        return start - now + int(cost), 0.0, 0.0
 
     def rmw(self, cpu: int, now: int) -> int:
         """A locked RMW by ``cpu``: ns until it completes."""

@@ -1,0 +1,65 @@
+"""CacheLine keeps its spinner sums per socket (O(sockets) per update): they must
+equal the brute-force sums over every pair of spinner CPUs, through adds,
+removes and storms, on a 2-socket and a 32-socket machine."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mmsim.locks.base import SHARED, CacheLine
+from mmsim.machine import get_machine
+
+
+def _brute(machine_name: str, spinners: list[int]) -> tuple[float, float]:
+    """(sum over ordered pairs of distinct spinner instances of HIT, the same for HITM from cpu 0)."""
+    m = get_machine(machine_name)
+    pairs = sum(m.xfer_ns(a, b, modified=False) for i, a in enumerate(spinners) for j, b in enumerate(spinners)
+                if i != j)
+    return pairs, sum(m.xfer_ns(0, b, modified=True) for b in spinners)
+
+
+@pytest.mark.parametrize("machine_name", ["xeon-e5-2699v3-2s", "sgi-uv2000-512"])
+def test_sums_match_brute_force(machine_name: str) -> None:
+    m = get_machine(machine_name)
+    line = CacheLine(m, owner=5)
+    rnd = random.Random(7)
+    live: list[int] = []
+    for step in range(300):
+        if live and rnd.random() < 0.4:
+            cpu = live.pop(rnd.randrange(len(live)))
+            line.remove_spinner(cpu)
+        else:
+            cpu = rnd.randrange(m.ncpus) if rnd.random() < 0.8 else (live[0] if live else 1)  # repeats: same CPU
+            line.add_spinner(cpu)
+            live.append(cpu)
+        if step % 25 == 0 and len(live) > 1:
+            pairs, first0 = _brute(machine_name, live)
+            assert line._pairs == pytest.approx(pairs, rel=1e-9)
+            got_first, got_per = line.storm(0)
+            assert got_first == pytest.approx(first0 / len(live), rel=1e-12)
+            assert got_per == pytest.approx(pairs / (len(live) * (len(live) - 1)), rel=1e-9)
+
+
+def test_shared_rfo_is_the_mean_over_the_storm_readers() -> None:
+    """After a storm, the next RFO costs the mean HIT from the storm's readers, however
+    the spinner set changed since (the log of changes is undone)."""
+    m = get_machine("sgi-uv2000-512")
+    line = CacheLine(m, owner=0)
+    readers = [3, 40, 41, 200, 511]
+    for c in readers:
+        line.add_spinner(c)
+    line.write(7, 0)
+    assert line.owner == SHARED
+    line.remove_spinner(40)
+    line.add_spinner(300)
+    line.add_spinner(3)
+    want = sum(m.xfer_ns(j, 100, modified=False) for j in readers) / len(readers)
+    assert line.rfo_ns(100) == pytest.approx(want, rel=1e-12)
+
+
+def test_remove_without_add_is_an_error() -> None:
+    line = CacheLine(get_machine("tiny"))
+    with pytest.raises(RuntimeError, match="without add_spinner"):
+        line.remove_spinner(1)
