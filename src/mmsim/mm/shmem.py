@@ -131,7 +131,8 @@ def folio_trylock(task: Task, inode: ShmemInode, idx: int) -> tuple[bool, int]:
 
 def folio_lock(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, None]:
     """``folio_lock``: the atomic, or ``__folio_lock`` → ``folio_wait_bit_common`` (queue under the
-    wait-queue spinlock, sleep in ``io_schedule``) until the lock is handed over."""
+    wait-queue spinlock, set PG_waiters, test the bit again, sleep in ``io_schedule``) until the
+    lock is handed over."""
     s = inode.system
     ok, d = folio_trylock(task, inode, idx)
     if ok:
@@ -142,7 +143,12 @@ def folio_lock(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, N
     yield lk.acquire(task)
     ns, ins = path("folio_wait_queue", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "folio_wait_bit_common", ns, ins)
-    inode.locked[idx].append(task)
+    q = inode.locked.get(idx)
+    if q is None:  # unlocked meanwhile: folio_trylock_flag after queueing takes it
+        inode.locked[idx] = deque()
+        lk.release(task)
+        return
+    q.append(task)
     inode.stats["lock_waits"] += 1
     lk.release(task)
     yield s.sched.sleep(task)
