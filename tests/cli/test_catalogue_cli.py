@@ -33,21 +33,25 @@ def test_catalogue_fits_100_columns(capsys: Cap, argv: tuple[str, ...]) -> None:
 
 def test_kernels_lists_kernels_and_patches(capsys: Cap) -> None:
     out = cli(capsys, "kernels")[1]
-    assert "  v6.7              v6.7        31  Linux v6.7" in out  # 21 + 9 lock patches + x86 split PMD
+    # 21 + 9 lock patches + x86 split PMD + 8 per-VMA lock patches (issue 22)
+    assert "  v6.7              v6.7        39  Linux v6.7" in out
     assert "  e009bb30c8df                v3.13  mm: implement split page table lock for PMD level" in out
     assert "-> pmd_ptl=split" in out
 
 
 def test_kernels_diff_names_policies_and_commits(capsys: Cap) -> None:
     out = cli(capsys, "kernels", "diff", "v6.6", "v6.7")[1]
-    assert "  pcp_free_high        free_factor  consecutive" in out
-    assert "  pcp_free_high_batch  off          llc" in out
-    assert "Commits in v6.7, not in v6.6 (3):" in out
-    for c in ("ca71fe1ad922", "94a3bfe4073c", "362d37a106dd"):
+    assert "  pcp_free_high          free_factor  consecutive" in out
+    assert "  pcp_free_high_batch    off          llc" in out
+    assert "Commits in v6.7, not in v6.6 (7):" in out
+    vma = ("164b06f238b9", "4ed4379881aa", "4de8c93a4751", "12214eba1992")  # issue 22
+    for c in ("ca71fe1ad922", "94a3bfe4073c", "362d37a106dd", *vma):
         assert c in out
     d = json.loads(cli(capsys, "kernels", "diff", "v6.6", "v6.7", "--json")[1])
-    assert d["policies"] == {"pcp_free_high": ["free_factor", "consecutive"], "pcp_free_high_batch": ["off", "llc"]}
-    assert d["only_b"] == ["ca71fe1ad922", "94a3bfe4073c", "362d37a106dd"] and d["only_a"] == []
+    assert d["policies"] == {"pcp_free_high": ["free_factor", "consecutive"], "pcp_free_high_batch": ["off", "llc"],
+                             "vma_lock_cow_fault": ["off", "on"], "vma_lock_shared_fault": ["off", "on"],
+                             "vma_lock_read_fault": ["off", "on"]}
+    assert d["only_b"] == ["ca71fe1ad922", "94a3bfe4073c", "362d37a106dd", *vma] and d["only_a"] == []
 
 
 def test_kernels_show_names_the_patch_behind_each_policy(capsys: Cap) -> None:

@@ -29,7 +29,15 @@ from mmsim.engine.core import Task
 from mmsim.mm import memory
 from mmsim.mm.costs import path
 from mmsim.mm.pgtable import PMD_SHIFT, note_pte_node
-from mmsim.mm.shmem import ShmemInode, file_update_time, folio_ref, folio_trylock, folio_unlock, shmem_fault
+from mmsim.mm.shmem import (
+    ShmemInode,
+    fault_stats,
+    file_update_time,
+    folio_ref,
+    folio_trylock,
+    folio_unlock,
+    shmem_fault,
+)
 from mmsim.mm.swap import folio_add_lru
 from mmsim.mm.vma_lock import RETRY
 
@@ -168,6 +176,8 @@ def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, 
     bits = pt.pte_bitmap(slot)
     lk = pt.pte_lockptr(slot)
     yield s.counters.busy(cpu, "do_fault_around", ns, ins)
+    fst = fault_stats(s)
+    fst["map_pages_calls"] += 1
     mapped = False
     locked_pte = False
     for i in range(to_pte - from_pte):
@@ -175,6 +185,7 @@ def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, 
         node = inode.pages.get(idx)
         if node is None:
             continue
+        fst["map_pages_folios"] += 1
         d = folio_ref(task, inode, idx, "next_uptodate_folio")  # folio_try_get
         ok, dl = folio_trylock(task, inode, idx)
         if not ok:
@@ -191,6 +202,7 @@ def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, 
             bits[pte] = True
             note_pte_node(pt, slot, pte, node)
             d += folio_ref(task, inode, idx, "folio_add_file_rmap_range")
+            fst["map_pages_mapped"] += 1
             mapped = mapped or pte == pte_off
         else:
             d += folio_ref(task, inode, idx, "folio_put")  # already mapped: drop the reference

@@ -68,6 +68,26 @@ class ShmemInode:
         return ("F", self.ino, idx)
 
 
+FAULT_STATS = ("map_pages_calls", "map_pages_folios", "map_pages_mapped", "shmem_faults")
+
+
+def fault_stats(s: Any) -> dict[str, int]:
+    """Counters of the file fault paths (no vm_event_item counts them): ``filemap_map_pages`` passes,
+    folios they looked at and mapped, ``shmem_fault`` calls."""
+    st: dict[str, int] | None = getattr(s, "shmem_fault_stats", None)
+    if st is None:
+        st = s.shmem_fault_stats = dict.fromkeys(FAULT_STATS, 0)
+    return st
+
+
+def shmem_metrics(s: Any) -> dict[str, float]:
+    """The mechanism counts of a run, summed over its tmpfs files, as ``shmem.*`` metrics."""
+    out = {f"shmem.{k}": float(v) for k, v in fault_stats(s).items()}
+    for k in ("alloced", "add_races", "lock_waits"):
+        out[f"shmem.{k}"] = float(sum(i.stats[k] for i in getattr(s, "shmem_inodes", [])))
+    return out
+
+
 def shmem_file_setup(s: Any, home_cpu: int, size: int) -> ShmemInode:
     """``shmem_file_setup`` / a file created on tmpfs (``mkstemp`` + ``ftruncate``): an empty, sparse file."""
     n: int = getattr(s, "shmem_next_ino", 0) + 1
@@ -188,6 +208,7 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, 
     """``shmem_fault`` → ``shmem_get_folio_gfp(SGP_CACHE)``. Returns the folio's node; the folio
     is locked and referenced."""
     s = inode.system
+    fault_stats(s)["shmem_faults"] += 1
     ns, ins = path("shmem_fault", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "shmem_fault", ns, ins)
     while True:

@@ -123,6 +123,11 @@ class ShmPreadSeq(UsememCase):
         if st["done"] == st["nr"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
 
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        from mmsim.mm.shmem import shmem_metrics
+
+        return {**super().metrics(system, p), **shmem_metrics(system)}
+
     def _read_file(
         self, system: Any, t: Task, vma: Vma, inode: ShmemInode, end: int, deadline: int
     ) -> Generator[Any, Any, int]:

@@ -171,7 +171,9 @@ class _FileFault:
         s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
 
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
-        return PageFault1.metrics(self, system, p)  # type: ignore[arg-type]
+        from mmsim.mm.shmem import shmem_metrics
+
+        return {**PageFault1.metrics(self, system, p), **shmem_metrics(system)}  # type: ignore[arg-type]
 
 
 class PageFault2(_FileFault):
