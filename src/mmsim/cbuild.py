@@ -1,4 +1,4 @@
-"""Compile the small C microbenchmarks that native measurement runs (``native/mb.c``, ``locks/lockbench.c``).
+"""Compile the small C microbenchmarks that native measurement runs (``native/mb.c``, ``native/lockbench.c``).
 
 Each binary is cached under ``$XDG_CACHE_HOME/mmsim`` (``~/.cache/mmsim``) by the hash of its source, so an
 edited source is rebuilt and concurrent builders never see a half-written file (build to a per-process name,

@@ -20,7 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
-from mmsim import cli_native, cli_workflow
+from mmsim import cli_completion, cli_native, cli_workflow
+from mmsim.cli_completion import complete_kernel, complete_machine, complete_workload
 from mmsim.errors import RunFailure, UserError
 from mmsim.report import jsonout
 from mmsim.report.tables import Doc, Table, render
@@ -29,13 +30,14 @@ app = typer.Typer(
     name="mmsim",
     help="Simulate Linux kernel memory-management performance on many-core NUMA machines.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 machine_app = typer.Typer(help="Inspect one machine preset or YAML file.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
 cli_native.register(app)  # mmsim native / calibrate / validate
 cli_workflow.register(app)  # mmsim compare / sweep / bisect / results / plot / report
+cli_completion.register(app)  # mmsim completion bash|zsh|fish
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -96,7 +98,8 @@ def machines_cmd() -> None:
 
 @machine_app.command("show")
 def machine_show(
-    name: Annotated[str, typer.Argument(help="Preset name or path to a machine YAML file.")],
+    name: Annotated[str, typer.Argument(help="Preset name or path to a machine YAML file.",
+                                        autocompletion=complete_machine)],
     json_out: JsonOpt = False,
 ) -> None:
     """Show a machine: CPUs, sockets, NUMA nodes, caches, cost model and sources."""
@@ -115,7 +118,8 @@ def machine_show(
 kernels_app = typer.Typer(help="List the kernels and patches; show one kernel; diff two.",
                           invoke_without_command=True)
 app.add_typer(kernels_app, name="kernels")
-KernelArg = Annotated[str, typer.Argument(help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.")]
+KernelArg = Annotated[str, typer.Argument(help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.",
+                                          autocompletion=complete_kernel)]
 
 
 @kernels_app.callback()
@@ -196,16 +200,40 @@ def policies_cmd(json_out: JsonOpt = False) -> None:
     _emit(policies_doc(POLICIES.values(), defaults))
 
 
-@app.command("workloads")
-def workloads_cmd() -> None:
-    """List the workloads and their -p parameters."""
-    from mmsim.report.text import workload_doc
+workloads_app = typer.Typer(help="List the workloads; show one workload's -p parameters.",
+                            invoke_without_command=True)
+app.add_typer(workloads_app, name="workloads")
+
+
+@workloads_app.callback()
+def workloads_cmd(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List the workloads and their -p parameter names (fits 100 columns); --json: every parameter in full."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from mmsim.report.catalogue import workloads_doc, workloads_json
     from mmsim.workloads import list_workloads
 
-    doc: Doc = []
-    for w in list_workloads():
-        doc += workload_doc(w)
-    _emit(doc)
+    if json_out:
+        _emit_json(workloads_json(list_workloads()))
+        return
+    _emit(workloads_doc(list_workloads()))
+
+
+@workloads_app.command("show")
+def workloads_show_cmd(
+    workload: Annotated[str, typer.Argument(help="Workload name (see `mmsim workloads`).",
+                                            autocompletion=complete_workload)],
+    json_out: JsonOpt = False,
+) -> None:
+    """One workload: each -p parameter with its default, allowed values and help."""
+    from mmsim.report.catalogue import workload_show_doc, workloads_json
+    from mmsim.workloads import get_workload
+
+    w = get_workload(workload)
+    if json_out:
+        _emit_json(workloads_json([w])[0])
+        return
+    _emit(workload_show_doc(w))
 
 
 # -- running -----------------------------------------------------------------------
@@ -218,12 +246,15 @@ ExactOpt = Annotated[
 
 @app.command("run")
 def run_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name (see `mmsim workloads`).")],
+    workload: Annotated[str, typer.Argument(help="Workload name (see `mmsim workloads`).",
+                                            autocompletion=complete_workload)],
     machine: Annotated[
-        str | None, typer.Option("--machine", "-m", help="Preset name or machine YAML file.")
+        str | None, typer.Option("--machine", "-m", help="Preset name or machine YAML file.",
+                                 autocompletion=complete_machine)
     ] = None,
     kernel: Annotated[str | None, typer.Option(
-        "--kernel", "-k", help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.")] = None,
+        "--kernel", "-k", help="Kernel: a name, BASE+PATCH+... or a kernel YAML file.",
+        autocompletion=complete_kernel)] = None,
     patch: Annotated[list[str] | None, typer.Option(
         "--patch", help="Apply a patch (commit id or patch YAML file) on top of the kernel (repeatable).")] = None,
     set_: Annotated[

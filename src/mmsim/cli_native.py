@@ -136,14 +136,14 @@ def validate_cmd(
         rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
     lock_rows: list[dict[str, Any]] = []
     if suite in ("locks", "all"):
-        from mmsim.locks.validate import validate_locks
+        from mmsim.native.locks import validate_locks
 
         _progress("suite locks")
         lock_rows = validate_locks(machine, log=_progress)
     if json_out:
         _emit_json(rows + lock_rows)
     else:
-        from mmsim.locks.validate import format_locks
+        from mmsim.native.report import format_locks
 
         _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else []))
 

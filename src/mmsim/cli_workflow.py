@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmsim.cli_completion import complete_kernel, complete_machine, complete_workload
 from mmsim.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from mmsim.results.store import Store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-MachineOpt = Annotated[str, typer.Option("--machine", "-m", help="Preset name or machine YAML file.")]
+MachineOpt = Annotated[str, typer.Option("--machine", "-m", help="Preset name or machine YAML file.",
+                                         autocompletion=complete_machine)]
 ParamOpt = Annotated[list[str] | None, typer.Option("--param", "-p", help="Workload parameter: name=value.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a kernel policy in every arm: policy=value.")]
 RunsOpt = Annotated[int, typer.Option("--runs", "-r", help="Runs per kernel (seeds seed, seed+1, ...).")]
@@ -117,10 +119,14 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report_cmd)
 
 
+COMPARE_FORMATS = ("lkp", "robot", "mmtests")
+
+
 def compare_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     kernel: Annotated[list[str], typer.Option(
-        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).")],
+        "--kernel", "-k", help="The base kernel, then each kernel to compare with it (2 or more; BASE+PATCH+...).",
+        autocompletion=complete_kernel)],
     machine: MachineOpt = "tiny",
     param: ParamOpt = None,
     set_: SetOpt = None,
@@ -133,6 +139,9 @@ def compare_cmd(
     no_store: NoStoreOpt = False,
     fresh: FreshOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="Show every metric, not only significant changes.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="Text layout: lkp (the %stddev/%change table and tests), robot (the kernel test "
+        "robot's email per kernel), mmtests (compare-kernels' Amean/Hmean/Stddev/CoeffVar rows).")] = "lkp",
     noise: NoiseOpt = False,
     progress: ProgressOpt = None,
     max_events: MaxEventsOpt = None,
@@ -143,11 +152,14 @@ def compare_cmd(
     """Compare kernels over repeated runs, LKP-style: the base, then a %change / %stddev column per
     other kernel; significance and the robot's verdict for each against the base.
 
-    Example: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3
+    Examples: mmsim compare lockstress -k v3.12 -k v3.13 -k v4.14 --machine tiny -r 3   |
+    mmsim compare lockstress -k v3.12 -k v3.12+a33fda35e3a7 -r 3 --format robot
     """
     from mmsim.experiments.compare import compare
     from mmsim.report.lkp import compare_doc
 
+    if fmt not in COMPARE_FORMATS:
+        raise UserError("--format", fmt, ", ".join(COMPARE_FORMATS))
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"compare {workload}")
     with guard_limits(max_events, max_memory, force), bar:
@@ -156,12 +168,20 @@ def compare_cmd(
     d = c.to_dict()
     if json_out:
         _emit_json(d)
+    elif fmt == "robot":
+        from mmsim.report.robot import robot_emails
+
+        _emit([robot_emails(d)])
+    elif fmt == "mmtests":
+        from mmsim.report.robot import mmtests_table
+
+        _emit([mmtests_table(d, show_all)])
     else:
         _emit(compare_doc(d, show_all))
 
 
 def sweep_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=v1,v2,... (a list is swept).")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="Kernel (repeatable).")] = None,
     machine: Annotated[list[str] | None, typer.Option("--machine", "-m", help="Machine (repeatable).")] = None,
@@ -201,7 +221,7 @@ def sweep_cmd(
 
 
 def bisect_cmd(
-    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    workload: Annotated[str, typer.Argument(help="Workload name.", autocompletion=complete_workload)],
     good: Annotated[str | None, typer.Option("--good", help="Good kernel (BASE+PATCH+... allowed).")] = None,
     bad: Annotated[str | None, typer.Option("--bad", help="Bad kernel: --good plus the series.")] = None,
     series: Annotated[

@@ -24,7 +24,9 @@ def one_line_error(code: int, err: str) -> str:
 
 
 @pytest.mark.parametrize("argv", [("kernels",), ("policies",), ("kernels", "diff", "v6.6", "v6.7"),
-                                  ("kernels", "show", "v6.6+362d37a106dd"), ("kernels", "diff", "v3.12", "v6.7")])
+                                  ("kernels", "show", "v6.6+362d37a106dd"), ("kernels", "diff", "v3.12", "v6.7"),
+                                  ("workloads",), ("workloads", "show", "pmbench"),
+                                  ("workloads", "show", "vm-scalability/anon-cow-seq-hugetlb")])
 def test_catalogue_fits_100_columns(capsys: Cap, argv: tuple[str, ...]) -> None:
     code, out, _ = cli(capsys, *argv)
     assert code == 0
@@ -112,3 +114,29 @@ def test_patch_yaml_in_compare_and_bisect(capsys: Cap, tmp_path: Path, monkeypat
     b = json.loads(capsys.readouterr().out)
     assert b["series"] == [{"commit": "qspin", "subject": "queued spinlocks"}]
     assert b["first_bad"]["commit"] == "qspin"
+
+
+def test_workloads_lists_names_and_param_names(capsys: Cap) -> None:
+    out = cli(capsys, "workloads")[1]
+    assert "lockstress\n    N tasks on N CPUs contend for one lock; acquisitions/s and wait per acquisition\n" \
+           "    -p tasks, iterations, think_ns, hold_ns, writers, lock\n" in out
+    assert out.rstrip().endswith("mmsim workloads show WORKLOAD.")
+
+
+def test_workloads_show_gives_default_allowed_and_help(capsys: Cap) -> None:
+    code, out, _ = cli(capsys, "workloads", "show", "vm-scalability/anon-w-seq")
+    assert code == 0 and out.startswith("vm-scalability/anon-w-seq: usemem -n N: ")
+    row = next(ln for ln in out.splitlines() if ln.startswith("  size "))
+    assert row.split()[:2] == ["size", "auto"]  # the default as the user types it, not 0
+    d = json.loads(cli(capsys, "workloads", "show", "lockstress", "--json")[1])
+    assert d["params"]["tasks"] == {"default": "4", "allowed": d["params"]["tasks"]["allowed"],
+                                    "help": "number of tasks, one per CPU from CPU 0"}
+    from mmsim.workloads import list_workloads
+
+    assert [w["name"] for w in json.loads(cli(capsys, "workloads", "--json")[1])] == [
+        w.name for w in list_workloads()]
+
+
+def test_workloads_show_unknown_is_one_line(capsys: Cap) -> None:
+    code, _, err = cli(capsys, "workloads", "show", "nope")
+    assert "workload" in one_line_error(code, err) and "lockstress" in err

@@ -14,11 +14,11 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
     a, b = o.arms["parent"], o.arms["patched"]
     # the mechanism: far fewer zone->lock acquisitions and PCP drains, spin share halved
     assert b.locks["&zone->lock"]["acquisitions"] * 3 < a.locks["&zone->lock"]["acquisitions"]
-    assert b.vmstat["pcp_drain"] * 5 < a.vmstat["pcp_drain"]
+    assert b.counters["pcp_drain"] * 5 < a.counters["pcp_drain"]
     assert b.lock_wait_share("&zone->lock") <= 0.5 * a.lock_wait_share("&zone->lock")
     assert a.profile[1]["symbol"] == "native_queued_spin_lock_slowpath"
     # refills are the writer side and do not change
-    assert a.vmstat["pcp_refill"] == b.vmstat["pcp_refill"]
+    assert a.counters["pcp_refill"] == b.counters["pcp_refill"]
     # the parent's spin share is reported as it is (the band starts at 30%: see the notes)
     assert 0.1 < c["zone_lock_spin_share.parent"].simulated < 0.6
     assert o.to_dict()["bands"]["zone_lock_spin_share.parent"] == [0.3, 0.6]
@@ -26,7 +26,7 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
     # (a writer has at most 4 kmalloc-4k heads in flight, a slab holds 8): 3 slabs per writer,
     # none discarded, no n->list_lock
     for r in (a, b):
-        assert r.vmstat["slab_new"] == 16 * 3 and r.vmstat["slab_discard"] == 0
-        assert r.vmstat["slab_free_frozen"] == r.vmstat["slab_free_slowpath"] == 2 * 2 * 16 * 4 * 160
+        assert r.counters["slab_new"] == 16 * 3 and r.counters["slab_discard"] == 0
+        assert r.counters["slab_free_frozen"] == r.counters["slab_free_slowpath"] == 2 * 2 * 16 * 4 * 160
         assert r.locks["&n->list_lock"]["acquisitions"] == 0
     assert c["all_spinlock_spin_share.parent"].simulated >= c["zone_lock_spin_share.parent"].simulated

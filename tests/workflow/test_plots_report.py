@@ -32,6 +32,8 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                        executor="serial").to_dict(),
         "bisect": bisect("lockstress", series_from_kernels("v3.12", "v4.14"), params=SMALL, runs=1,
                          executor="serial").to_dict(),
+        "run": run(RunSpec("lockstress", kernel="v3.12", patches=(QSPIN,), policies={"pcp_batch": "127"},
+                           params=SMALL)).to_dict(),
         # the shape of `mmsim reproduce --json` (experiments.reproduce.Outcome.to_dict), arms from real runs
         "reproduce": [{"id": "x", "title": "t", "ok": False, "notes": ["a note"],
                        "checks": [{"metric": "speedup", "published": 36.2, "simulated": 10.0, "band": [18, 72],
@@ -89,7 +91,7 @@ def test_plot_bad_input(capsys: Cap, tmp_path: Path, saved: dict[str, Path], arg
     assert not list(tmp_path.glob("x.*"))
 
 
-@pytest.mark.parametrize("kind", ["compare", "sweep", "bisect", "reproduce"])
+@pytest.mark.parametrize("kind", ["compare", "sweep", "bisect", "reproduce", "run"])
 def test_report_is_self_contained(tmp_path: Path, saved: dict[str, Path], kind: str) -> None:
     out = tmp_path / "r.html"
     assert main(["report", str(saved[kind]), "-o", str(out)]) == 0
@@ -100,7 +102,22 @@ def test_report_is_self_contained(tmp_path: Path, saved: dict[str, Path], kind: 
     assert "<link" not in page and "<script src" not in page and "<metadata>" not in page
     if kind in ("compare", "bisect"):
         assert "FYI, we noticed a +" in page and QSPIN in page
-    assert page.count("<svg") >= (1 if kind == "reproduce" else 2)
+    assert page.count("<svg") >= (1 if kind in ("reproduce", "run") else 2)
+    if kind == "compare":
+        assert "Amean     lockstress.acquisitions_per_second" in page and "in testcase: lockstress" in page
+
+
+def test_run_report_shows_what_ran(tmp_path: Path, saved: dict[str, Path]) -> None:
+    out = tmp_path / "run.html"
+    assert main(["report", str(saved["run"]), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "<title>run lockstress on tiny: v3.12+a33fda35e3a7,pcp_batch=127</title>" in page
+    for row in ("<td class=\"l\">seed</td><td class=\"l\">0</td>",
+                "<td class=\"l\">pcp_batch</td><td class=\"l\">auto</td><td class=\"l\">127</td>",
+                "<td class=\"l\">spinlock</td><td class=\"l\">ticket</td><td class=\"l\">queued</td>",
+                "<td class=\"l\">tasks</td><td class=\"l\">" + SMALL["tasks"] + "</td>",
+                "Performance counter stats for", "native_queued_spin_lock_slowpath"):
+        assert row in page, row
 
 
 def _chromium() -> str | None:
@@ -118,7 +135,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, saved: dict[str, Pa
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed in CI (.ci/run installs it)")
         pytest.skip("chromium not installed (apt-get install chromium); CI always runs this test")
-    for kind in ("compare", "sweep", "bisect", "reproduce"):
+    for kind in ("compare", "sweep", "bisect", "reproduce", "run"):
         out = tmp_path / f"{kind}.html"
         assert main(["report", str(saved[kind]), "-o", str(out)]) == 0
         dom = subprocess.run(
@@ -129,4 +146,5 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, saved: dict[str, Pa
         assert 'data-rendered="ok"' in dom, dom[:500]
         ntables = dom.count("<table")
         nplots = dom.count('<div class="plot"><svg')
-        assert f"rendered: {ntables} tables, {nplots} plots" in dom and nplots >= (1 if kind == "reproduce" else 2)
+        assert f"rendered: {ntables} tables, {nplots} plots" in dom
+        assert nplots >= (1 if kind in ("reproduce", "run") else 2)

@@ -97,8 +97,8 @@ def test_run_conserves_pages_and_reports_lkp_names(kernel: str) -> None:
     slab_pages = 2 * (8 + 2 + (8 if kernel == "v3.13" else 4))
     assert r.vmstat["pgfree"] == 2 * 3 * 16 * 15
     assert r.vmstat["pgalloc_normal"] == 2 * 3 * 16 * 15 + slab_pages
-    assert r.vmstat["slab_new"] == 2 * 3 and r.vmstat["slab_discard"] == 0
-    assert r.locks["&zone->lock"]["acquisitions"] == r.vmstat["pcp_refill"] + r.vmstat["pcp_drain"] + (
+    assert r.counters["slab_new"] == 2 * 3 and r.counters["slab_discard"] == 0
+    assert r.locks["&zone->lock"]["acquisitions"] == r.counters["pcp_refill"] + r.counters["pcp_drain"] + (
         # v3.13 keeps only order 0 on the PCP: orders 1-3 go to the buddy under the lock, both ways,
         # and so do the six new slabs
         2 * 2 * 3 * 16 * 3 + 2 * 3 if kernel == "v3.13" else 0)

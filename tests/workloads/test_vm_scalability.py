@@ -52,7 +52,7 @@ def test_anon_r_seq_maps_zero_pages_and_never_clears() -> None:
 def test_anon_cow_seq_copies_every_page_once_per_child() -> None:
     r = _run("anon-cow-seq")
     # parent: 7 THP + 512 small write faults (MAP_POPULATE); each child: one COW per page.
-    assert r.vmstat["cow_fault"] == 4 * (7 + 512)
+    assert r.counters["cow_fault"] == 4 * (7 + 512)
     assert r.vmstat["thp_fault_alloc"] == 7 + 4 * 7
     assert any(p["symbol"] == "copy_page" for p in r.profile)
 

@@ -37,7 +37,7 @@ def test_cow_case_reads_i_mmap_rwsem_only_where_the_policy_takes_it(kernel: str,
     s, r = _sim(COW, kernel, nr_task="4", size="40m")
     faults = 4 + 4 * 4  # the parent's MAP_POPULATE + every child's COW
     assert r.perf["page-faults"] == faults
-    assert r.vmstat["cow_fault"] == 16
+    assert r.counters["cow_fault"] == 16
     assert r.locks[I_MMAP_CLASS]["read_acquisitions"] == (faults if reads else 0)
     # writers: the parent's mmap, 4 fork links, 5 exits x (unmap + unlink)
     assert r.locks[I_MMAP_CLASS]["acquisitions"] - r.locks[I_MMAP_CLASS]["read_acquisitions"] == 1 + 4 + 10

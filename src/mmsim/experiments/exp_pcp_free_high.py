@@ -36,7 +36,7 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     a, b = res["parent"], res["patched"]
     bwa, bwb = a.metrics[BW], b.metrics[BW]
     sa, sb = a.lock_wait_share(ZONE_LOCK), b.lock_wait_share(ZONE_LOCK)
-    fa, fb = a.vmstat["pcp_free_high"], b.vmstat["pcp_free_high"]
+    fa, fb = a.counters["pcp_free_high"], b.counters["pcp_free_high"]
     ma, mb = a.metrics[MISS], b.metrics[MISS]
     checks = [
         Check("bandwidth_change_pct", 72.2, 100 * (bwb / bwa - 1), (40.0, 110.0), "patched / parent - 1"),
@@ -49,8 +49,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("llc_miss_rate.patched", 0.003, mb, (0.0, 0.05), "cache-misses / cache-references, timed part"),
         Check(f"{BW}.parent", None, bwa, None),
         Check(f"{BW}.patched", None, bwb, None),
-        Check("pcp_drain.parent", None, a.vmstat["pcp_drain"], None),
-        Check("pcp_drain.patched", None, b.vmstat["pcp_drain"], None),
+        Check("pcp_drain.parent", None, a.counters["pcp_drain"], None),
+        Check("pcp_drain.patched", None, b.counters["pcp_drain"], None),
         Check("zone_lock_acquisitions.parent", None, a.locks[ZONE_LOCK]["acquisitions"], None),
         Check("zone_lock_acquisitions.patched", None, b.locks[ZONE_LOCK]["acquisitions"], None),
         Check("all_spinlock_spin_share.parent", 0.458, spin_share(a), None,
@@ -59,8 +59,8 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
               "every spinlock's spin cycles / all cycles (what the seed measured)"),
         Check("list_lock_acquisitions.parent", None, a.locks.get(LIST_LOCK, {}).get("acquisitions", 0), None),
         Check("list_lock_acquisitions.patched", None, b.locks.get(LIST_LOCK, {}).get("acquisitions", 0), None),
-        Check("slab_new.parent", None, a.vmstat.get("slab_new", 0), None),
-        Check("slab_discard.parent", None, a.vmstat.get("slab_discard", 0), None),
+        Check("slab_new.parent", None, a.counters.get("slab_new", 0), None),
+        Check("slab_discard.parent", None, a.counters.get("slab_discard", 0), None),
     ]
     m = get_machine(b.machine)
     batch = zone_batchsize(int(m.nodes[0].memory_gib * (1 << 30)) // PAGE_SIZE, 1 << 20)
@@ -75,11 +75,11 @@ def _eval(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
             f"{arm}: {100 * share:.1f}% of cycles spinning on zone->lock; {z['acquisitions']:,} acquisitions, "
             f"hold {z['hold_ns_total'] / max(1, z['acquisitions']):.0f} ns and wait "
             f"{z['wait_ns_total'] / max(1, z['acquisitions']):.0f} ns each; "
-            f"{r.vmstat['pcp_free_high']:,} free_high drains of {r.vmstat['pcp_drain']:,}; "
+            f"{r.counters['pcp_free_high']:,} free_high drains of {r.counters['pcp_drain']:,}; "
             f"top symbol {r.profile[0]['symbol']} {r.profile[0]['percent']:.1f}%"
         )
     for arm, r in (("parent", a), ("patched", b)):
-        v = r.vmstat
+        v = r.counters
         notes.append(
             f"{arm} SLUB: {v.get('slab_alloc_slowpath', 0):,} slow-path allocations of "
             f"{v.get('slab_alloc_slowpath', 0) + v.get('slab_alloc_fastpath', 0):,}; "

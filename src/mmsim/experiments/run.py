@@ -12,7 +12,7 @@ import mmsim.machine as _machine
 from mmsim.errors import UserError
 from mmsim.experiments import guard as _guard
 from mmsim.kernels.catalog import resolve_kernel
-from mmsim.metrics.events import PerfEvent
+from mmsim.metrics.events import PROC_VMSTAT, PerfEvent
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
 
@@ -84,6 +84,8 @@ class RunResult:
     command: str = ""
     mode: str = "sim"
     noise: str = ""  # the noise sources of a --noise run, else ""
+    # model-only counters (no /proc/vmstat item: PCP list events, SLUB statistics, COW copies); mmsim.NAME
+    counters: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -98,6 +100,7 @@ class RunResult:
             "profile": self.profile,
             "locks": self.locks,
             "sim": self.sim,
+            "counters": self.counters,
             "mode": self.mode,
             "policies": self.policies,
             "command": self.command,
@@ -237,7 +240,9 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         }
         for f, e in sorted(prof.items(), key=lambda kv: (-kv[1].ns, kv[0]))[:PROFILE_LINES]
     ]
-    vm = {e.vmstat_name: v for e, v in c.vm_total().items()}
+    vm_all = c.vm_total()
+    vm = {e.vmstat_name: v for e, v in vm_all.items() if e in PROC_VMSTAT}
+    model_counters = {e.vmstat_name: v for e, v in vm_all.items() if e not in PROC_VMSTAT}
     locks = {name: st.to_dict() for name, st in sorted(system.locks.stats.items())}
     return RunResult(
         workload=w.name,
@@ -255,4 +260,5 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
         policies=dict(sorted(system.kernel.policies.items())),
         command=w.command(params),
         noise=NOISE_SOURCES if spec.noise else "",
+        counters=model_counters,
     )

@@ -518,30 +518,27 @@ class ResolvedKernel:
 
 
 def load_kernel_yaml(path: str | Path) -> Kernel:
-    """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``."""
+    """A user kernel: ``name``, ``base`` (a catalogued kernel), ``patches``, ``policies``
+    (schema: :class:`mmsim.kernels.schema.KernelFile`)."""
+    from pydantic import ValidationError
+
     from mmsim import inputs
+    from mmsim.kernels.schema import KernelFile, as_text, to_user_error
 
     p = Path(path)
     data: Any = inputs.load_yaml(p, p.name, "a kernel YAML file", "a YAML mapping with name, base, patches, policies")
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, "a YAML mapping with name, base, patches, policies")
-    extra = set(data) - {"name", "base", "patches", "policies", "description"}
-    if extra:
-        raise UserError(f"{p.name}: {inputs.quote_key(sorted(map(str, extra))[0])}", "unknown key",
-                        "name, base, patches, policies, description")
-    base = str(data.get("base", ""))
-    if base not in KERNELS:
-        raise UserError(f"{p.name}: base", base, sorted(KERNELS))
-    patches = data.get("patches") or []
-    if not isinstance(patches, list):
-        raise UserError(f"{p.name}: patches", patches, "a list of patch commit ids")
-    pol = data.get("policies") or {}
-    if not isinstance(pol, dict):
-        raise UserError(f"{p.name}: policies", pol, "a mapping policy: value")
-    # YAML 1.1 reads bare on/off as booleans; policies spell them "on"/"off".
-    pol = {str(k): ({True: "on", False: "off"}[v] if isinstance(v, bool) else str(v)) for k, v in pol.items()}
-    r = resolve(base, [str(x) for x in patches], pol, where=p.name)
-    return Kernel(str(data.get("name", p.stem)), base, r.policies, r.patches, str(data.get("description", "")))
+    try:
+        spec = KernelFile.model_validate(data)
+    except ValidationError as e:
+        raise to_user_error(e, p.name, KernelFile, data) from None
+    if spec.base not in KERNELS:
+        raise UserError(f"{p.name}: base", spec.base, sorted(KERNELS))
+    pol = {k: as_text(v) for k, v in (spec.policies or {}).items()}
+    r = resolve(spec.base, [str(x) for x in spec.patches or ()], pol, where=p.name)
+    return Kernel(spec.name if spec.name is not None else p.stem, spec.base, r.policies, r.patches,
+                  spec.description)
 
 
 def resolve(
@@ -583,7 +580,8 @@ def lookup_patch(pid: str) -> Patch:
 
 
 def load_patch_yaml(path: str | Path) -> Patch:
-    """A user patch: ``commit`` (an id, default the file name), ``subject``, ``changes`` (policy: value).
+    """A user patch: ``commit`` (an id, default the file name), ``subject``, ``changes`` (policy: value)
+    (schema: :class:`mmsim.kernels.schema.PatchFile`).
 
     Example (``batch127.yaml``)::
 
@@ -592,37 +590,25 @@ def load_patch_yaml(path: str | Path) -> Patch:
         changes:
           pcp_batch: 127
     """
-    p = Path(path)
-    keys = "commit, subject, changes, version"
-    data = _read_yaml(p, f"a YAML mapping with {keys}")
-    extra = set(data) - {"commit", "subject", "changes", "version"}
-    if extra:
-        from mmsim.inputs import quote_key
+    from pydantic import ValidationError
 
-        raise UserError(f"{p.name}: {quote_key(sorted(map(str, extra))[0])}", "unknown key", keys)
-    changes = data.get("changes") or {}
-    if not isinstance(changes, dict) or not changes:
-        raise UserError(f"{p.name}: changes", changes, "a non-empty mapping policy: value")
-    out: dict[str, str] = {}
-    for name, value in changes.items():
-        name = str(name)
-        out[name] = policy(name, f"{p.name}: changes").check(_yaml_str(value), f"{p.name}: changes")
-    commit = str(data.get("commit") or p.stem)
-    return Patch(commit, str(data.get("subject") or commit), out, str(data.get("version") or ""))
-
-
-def _yaml_str(v: Any) -> str:
-    # YAML 1.1 reads bare on/off as booleans; policies spell them "on"/"off".
-    return {True: "on", False: "off"}[v] if isinstance(v, bool) else str(v)
-
-
-def _read_yaml(p: Path, what: str) -> dict[Any, Any]:
     from mmsim import inputs
+    from mmsim.kernels.schema import PatchFile, as_text, to_user_error
 
+    p = Path(path)
+    what = "a YAML mapping with commit, subject, changes, version"
     data: Any = inputs.load_yaml(p, p.name, "a patch YAML file", what)
     if not isinstance(data, dict):
         raise UserError(p.name, type(data).__name__, what)
-    return data
+    try:
+        spec = PatchFile.model_validate(data)
+    except ValidationError as e:
+        raise to_user_error(e, p.name, PatchFile, data) from None
+    out: dict[str, str] = {}
+    for name, value in spec.changes.items():
+        out[name] = policy(name, f"{p.name}: changes").check(as_text(value), f"{p.name}: changes")
+    commit = str(spec.commit or p.stem)
+    return Patch(commit, spec.subject or commit, out, str(spec.version or ""))
 
 
 def split_kernel(text: str) -> tuple[str, tuple[str, ...]]:

@@ -606,6 +606,10 @@ PRESETS: dict[str, Callable[[], Machine]] = {
     "host": functools.cache(host),
     "tiny": functools.cache(tiny),
 }
+# Presets in their own modules (imported late: they use this module's helpers)
+from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
+
+PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -616,6 +620,7 @@ _DESCRIPTIONS = {
     "xeon-phi-7295": "Xeon Phi 7295 (Knights Mill), 288 CPUs, 80 GiB, MCDRAM cache mode",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
+    "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
 }
 
 

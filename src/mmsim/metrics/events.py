@@ -2,7 +2,12 @@
 
 ``VmEvent`` mirrors the kernel's ``enum vm_event_item``
 (include/linux/vm_event_item.h) for the items the model produces; the
-member names are the lower-case names ``/proc/vmstat`` prints.
+member names are the lower-case names ``/proc/vmstat`` prints. It also holds
+counters that have no /proc/vmstat item (PCP list events, SLUB statistics,
+COW copies): :data:`PROC_VMSTAT` tells the two apart. Results report the
+first under ``vmstat`` (LKP: ``proc-vmstat.NAME``), the others under
+``counters`` (``mmsim.NAME``), so that no name under ``proc-vmstat.`` is one
+a real kernel does not print.
 """
 
 from __future__ import annotations
@@ -74,6 +79,18 @@ class VmEvent(IntEnum):
     def vmstat_name(self) -> str:
         return self.name.lower()
 
+
+#: The items /proc/vmstat prints, by their ``vmstat_text`` names (mm/vmstat.c: ``TEXTS_FOR_ZONES("pgalloc")``
+#: gives ``pgalloc_normal``; the rest are literal strings, under CONFIG_TRANSPARENT_HUGEPAGE, CONFIG_HUGETLB_PAGE,
+#: CONFIG_NUMA_BALANCING and CONFIG_MIGRATION). Checked against ``vmstat_text`` in torvalds/linux mm/vmstat.c
+#: (read at 00c010e130e5, after v6.15) and in a v3.1x-era copy: all twelve are in both, with these spellings,
+#: so v6.6 (the names the model uses) has them too. Every other VmEvent is model-only.
+PROC_VMSTAT = frozenset({
+    VmEvent.PGALLOC_NORMAL, VmEvent.PGFREE, VmEvent.PGFAULT, VmEvent.PGMAJFAULT,
+    VmEvent.THP_FAULT_ALLOC, VmEvent.THP_FAULT_FALLBACK, VmEvent.HTLB_BUDDY_ALLOC_SUCCESS,
+    VmEvent.NUMA_PTE_UPDATES, VmEvent.NUMA_HINT_FAULTS, VmEvent.NUMA_HINT_FAULTS_LOCAL,
+    VmEvent.NUMA_PAGES_MIGRATED, VmEvent.PGMIGRATE_SUCCESS,
+})
 
 N_PERF = len(PerfEvent)
 N_VM = len(VmEvent)

@@ -93,3 +93,17 @@ def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
         "sys s / user s: the median native run's system and user seconds (getrusage) / the simulation's: the",
         "  kernel side and the benchmark's own loop, apart.",
     ])]
+
+
+def format_locks(rows: list[dict[str, Any]]) -> Doc:
+    """``mmsim validate --suite locks`` (:mod:`mmsim.native.locks`): one row per native or model row."""
+    t = Table(["machine", "quantity", "simulated", "reference", "error %", "ok", "source / note"],
+              align="llrrrll", title="Lock validation (level 1):")
+    for r in rows:
+        err = r.get("error_pct")
+        ok = r.get("ok")
+        t.rows.append([str(r["machine"]), str(r["quantity"]), fmt_num(r["simulated"]),
+                       "-" if r.get("reference") is None else fmt_num(r["reference"]),
+                       "-" if err is None else f"{err:+.1f}", "-" if ok is None else ("ok" if ok else "FAIL"),
+                       str(r["source"]) + (f"; {r['note']}" if r.get("note") else "")])
+    return [t]

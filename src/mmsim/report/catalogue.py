@@ -1,4 +1,5 @@
-"""``mmsim kernels``, ``kernels show``, ``kernels diff`` and ``policies``: the catalogue as tables.
+"""``mmsim kernels``, ``kernels show``, ``kernels diff``, ``policies``, ``workloads`` and ``workloads show``:
+the catalogue as tables.
 
 Every table here is made to fit :data:`WIDTH` columns when rendered as plain
 text (:func:`mmsim.report.tables.render_table`): a long cell is wrapped onto
@@ -136,3 +137,50 @@ def policies_json(policies: Iterable[Any], defaults: Mapping[str, str]) -> list[
             d.update(min=p.lo, max=p.hi, special=list(p.special), bound=p.bound)
         out.append(d)
     return out
+
+
+def _wrap(text: str, indent: str = "    ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def workloads_doc(workloads: Iterable[Any]) -> Doc:
+    """``mmsim workloads``: per workload its description and the names of its ``-p`` parameters, 100 columns."""
+    blocks = []
+    for w in workloads:
+        lines = [w.name] + _wrap(w.description)
+        if w.params:
+            lines += _wrap("-p " + ", ".join(w.params), "    ")
+        blocks.append("\n".join(lines))
+    return ["\n".join(blocks),
+            "One workload's parameters (default, allowed values, help): mmsim workloads show WORKLOAD."]
+
+
+def param_default(p: Any) -> str:
+    """A parameter's default as a user would type it: ``auto`` when that is what the default means."""
+    try:
+        if p.parse("auto") == p.default:
+            return "auto"
+    except (ValueError, TypeError):
+        pass
+    return str(p.default)
+
+
+def workload_show_doc(w: Any) -> Doc:
+    """``mmsim workloads show W``: its description, then each ``-p`` parameter with default, allowed values
+    and help, wrapped to 100 columns."""
+    doc: Doc = [f"{w.name}: {w.description}" if len(w.name) + len(w.description) + 2 <= WIDTH
+                else "\n".join([w.name, *_wrap(w.description, "  ")])]
+    if w.params:
+        t = Table(["param", "default", "allowed", "help"], align="llll", title=f"Parameters ({len(w.params)}):")
+        t.rows = [[name, param_default(p), p.allowed, p.help] for name, p in w.params.items()]
+        doc.append(fit(t, 2, 3))
+        first, info = next(iter(w.params.items()))
+        doc.append(f"Set one with -p NAME=VALUE, e.g.\n  mmsim run {w.name} --machine tiny -p {first}="
+                   + param_default(info))
+    return doc
+
+
+def workloads_json(workloads: Iterable[Any]) -> list[dict[str, Any]]:
+    return [{"name": w.name, "description": w.description,
+             "params": {n: {"default": param_default(p), "allowed": p.allowed, "help": p.help}
+                        for n, p in w.params.items()}} for w in workloads]

@@ -1,11 +1,17 @@
 """A self-contained HTML page for a compare, sweep, bisect, run or reproduce result.
 
+A single run's page gives what ran (workload command, machine, kernel, seed, noise), the workload
+parameters, the policies that differ from the base kernel's (all of them folded below), perf stat,
+the metrics/profile/lock_stat tables of ``mmsim run`` and the profile as a plot. A compare's page ends
+with the mmtests layout and the robot's email (:mod:`mmsim.report.robot`).
+
 One file, no external resources: the CSS is inline and the plots are inline
 SVG (:mod:`mmsim.report.plots`), so the page opens anywhere, offline, and
 can be mailed. The text tables are the same as the terminal's
 (:mod:`mmsim.report.lkp`). A few lines of inline script fill in a summary
-(``#summary``: number of tables and plots) once the page has loaded — the
-headless-browser test reads it back to prove the page renders.
+(``#summary``: number of tables and plots, hidden: it is for the test, not the
+reader) once the page has loaded — the headless-browser test reads it back to
+prove the page renders.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ table { border-collapse: collapse; font-size: .85em; margin: .5em 0; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; } td.r { text-align: right; }
 th { background: #eee; } .verdict { font-weight: bold; } .bad { color: #b00; } .good { color: #070; }
 .plot svg { max-width: 100%; height: auto; } .mech { font-family: monospace; font-size: .85em; }
+#summary { display: none; }
 """
 
 _JS = """
@@ -72,7 +79,7 @@ def _verdicts(lines: list[str], bad: bool) -> str:
 
 
 def _compare(d: dict[str, Any]) -> tuple[str, str]:
-    from mmsim.report import lkp, plots
+    from mmsim.report import lkp, plots, robot
 
     a, b = d["arms"][0]["kernel"], d["arms"][1]["kernel"]
     title = f"compare {d['workload']} on {d['machine']}: {a} vs {b}"
@@ -84,7 +91,9 @@ def _compare(d: dict[str, Any]) -> tuple[str, str]:
         body.append("<h2>Mechanism</h2>" + "".join(f'<p class="mech">{_e(m)}</p>' for m in mech))
     body += ["<h2>Cycle profile</h2>", _plot(plots.profile, d),
              "<h2>Lock-wait breakdown</h2>", _plot(plots.lock_waits, d),
-             "<h2>All metrics</h2>", f"<pre>{_e(lkp.lkp_table(d, show_all=True))}</pre>"]
+             "<h2>All metrics</h2>", f"<pre>{_e(lkp.lkp_table(d, show_all=True))}</pre>",
+             "<h2>mmtests layout</h2>", f"<pre>{_e(robot.mmtests_table(d))}</pre>",
+             "<h2>The kernel test robot's email</h2>", f"<pre>{_e(robot.robot_emails(d))}</pre>"]
     return title, "\n".join(body)
 
 
@@ -115,6 +124,50 @@ def _bisect(d: dict[str, Any]) -> str:
         _, cbody = _compare(d["compare"])
         body += ["<h2>Compare: the last good step vs the first bad one</h2>", cbody]
     return "\n".join(body)
+
+
+def _run(d: dict[str, Any]) -> str:
+    """A single ``mmsim run``: what ran (parameters, seed, machine, the policies that differ from the base
+    kernel's), then perf stat, the benchmark's metrics, profile, SLUB statistics and lock_stat, and the
+    profile as a plot."""
+    from mmsim.report import perfstat, plots
+    from mmsim.report.robot import _machine_line
+    from mmsim.report.text import command_line, format_run
+
+    what = Table(["field", "value"], align="ll", title="what ran")
+    what.rows = [["workload", str(d["workload"])], ["command", command_line(d)], ["machine", str(d["machine"])],
+                 ["test machine", _machine_line(str(d["machine"]))], ["kernel", str(d["kernel"])],
+                 ["seed", str(d.get("seed", ""))], ["mode", str(d.get("mode", "sim"))],
+                 ["noise", str(d.get("noise") or "off")]]
+    params = Table(["parameter", "value"], align="ll", title="workload parameters (-p; defaults included)")
+    params.rows = [[k, str(v)] for k, v in (d.get("params") or {}).items()]
+    body = [_table(what), _table(params), _policies(d), "<h2>perf stat</h2>",
+            f"<pre>{_e(perfstat.text([d], command_line(d)).strip(chr(10)))}</pre>",
+            "<h2>Metrics, profile and locks</h2>", _doc(format_run(d, perf_block=False))]
+    if d.get("profile"):
+        body += ["<h2>Cycle profile</h2>",
+                 _plot(plots.arm_profiles, {"id": f"{d['workload']} on {d['machine']}",
+                                            "arms": {str(d["kernel"]): {"profile": d["profile"]}}})]
+    return "\n".join(body)
+
+
+def _policies(d: dict[str, Any]) -> str:
+    """The run's policies that differ from its base kernel's (the patches and --set), then all of them."""
+    from mmsim.kernels.catalog import KERNELS, split_kernel
+
+    pol: dict[str, str] = {str(k): str(v) for k, v in (d.get("policies") or {}).items()}
+    try:
+        base = split_kernel(str(d["kernel"]))[0]
+    except Exception:  # a saved run of a kernel this mmsim does not know: no diff, the policies only
+        base = ""
+    ref = KERNELS[base].policies if base in KERNELS else {}
+    diff = Table(["policy", f"base {base}" if base else "base", "this run"], align="lll",
+                 title="policies that differ from the base kernel (patches and --set)")
+    diff.rows = [[k, ref.get(k, "-"), v] for k, v in pol.items() if ref and ref.get(k) != v]
+    full = Table(["policy", "value"], align="ll", title=f"all {len(pol)} policies")
+    full.rows = [[k, v] for k, v in pol.items()]
+    first = _table(diff) if diff.rows else f"<p>policies: those of {_e(base or d['kernel'])}, unchanged</p>"
+    return f"{first}\n<details><summary>all policies</summary>\n{_table(full)}\n</details>"
 
 
 def _reproduce(outcomes: list[dict[str, Any]]) -> str:
@@ -155,9 +208,7 @@ def report(data: Any) -> str:
     elif isinstance(data, dict) and data.get("kind") == "bisect":
         title, body = f"bisect {data['workload']} on {data['machine']}: {data['metric']}", _bisect(data)
     elif isinstance(data, dict) and "kind" not in data and "perf" in data and "sim" in data:
-        from mmsim.report.text import format_run
-
-        title, body = f"run {data['workload']} on {data['machine']}: {data['kernel']}", _doc(format_run(data))
+        title, body = f"run {data['workload']} on {data['machine']}: {data['kernel']}", _run(data)
     else:
         raise UserError("INPUT", type(data).__name__,
                         "the --json output of mmsim compare, sweep, bisect, run or reproduce")

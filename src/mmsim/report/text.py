@@ -71,10 +71,11 @@ def profile_block(profile: Sequence[Mapping[str, Any]], top: int = PROFILE_TOP) 
     return "\n".join(lines)
 
 
-def slab_stats_table(vmstat: Mapping[str, int]) -> Table:
-    """SLUB statistics (CONFIG_SLUB_STATS items, summed over caches): the non-zero ones."""
+def slab_stats_table(counters: Mapping[str, int]) -> Table:
+    """SLUB statistics (CONFIG_SLUB_STATS items, summed over caches; model counters ``mmsim.slab_*``,
+    ``mmsim.cpu_partial_*``): the non-zero ones."""
     t = Table(["item", "count"], title="SLUB statistics (all caches):")
-    t.rows = [[k, fmt_int(v)] for k, v in vmstat.items() if v and k.startswith(("slab_", "cpu_partial_"))]
+    t.rows = [[k, fmt_int(v)] for k, v in counters.items() if v and k.startswith(("slab_", "cpu_partial_"))]
     return t
 
 
@@ -144,7 +145,7 @@ def format_run(runs: Mapping[str, Any] | Sequence[Mapping[str, Any]], perf_block
         doc.append(metrics_table(run["metrics"], [r.get("metrics") or {} for r in rs]))
     if run.get("profile"):
         doc.append(profile_block(run["profile"]))
-    slab = slab_stats_table(run.get("vmstat") or {})
+    slab = slab_stats_table(run.get("counters") or {})
     if slab.rows:
         doc.append(slab)
     if any(s.get("acquisitions", 0) for s in (run.get("locks") or {}).values()):
@@ -254,26 +255,6 @@ def patches_table(patches: Iterable[Any]) -> Table:
     t = Table(["commit", "subject", "changes"], align="lll", title="Patches:")
     t.rows = [[p.commit, p.subject, _kv(p.changes)] for p in patches]
     return t
-
-
-def _default_text(p: Any) -> str:
-    """A parameter's default as a user would type it: ``auto`` when that is what the default means."""
-    try:
-        if p.parse("auto") == p.default:
-            return "auto"
-    except (ValueError, TypeError):
-        pass
-    return str(p.default)
-
-
-def workload_doc(w: Any) -> Doc:
-    """One workload: its description and a table of its ``-p`` parameters."""
-    doc: Doc = [f"{w.name}: {w.description}"]
-    if w.params:
-        t = Table(["param", "default", "help"], align="lll")
-        t.rows = [[name, _default_text(p), p.help] for name, p in w.params.items()]
-        doc.append(t)
-    return doc
 
 
 # -- mmsim machine show ----------------------------------------------------------

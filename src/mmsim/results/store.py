@@ -141,8 +141,10 @@ def flat_metrics(result: dict[str, Any]) -> dict[str, float]:
         out["perf-stat.instructions-per-cycle"] = perf["instructions"] / perf["cycles"]
     if perf.get("cache-references"):
         out["perf-stat.cache-miss-rate%"] = 100.0 * perf["cache-misses"] / perf["cache-references"]
-    for k, v in result["vmstat"].items():
+    for k, v in result["vmstat"].items():  # /proc/vmstat items only (metrics.events.PROC_VMSTAT)
         out[f"proc-vmstat.{k}"] = float(v)
+    for k, v in (result.get("counters") or {}).items():  # model-only counters: no kernel prints these
+        out[f"mmsim.{k}"] = float(v)
     for line in result["profile"]:
         out[f"perf-profile.self.cycles-pp.{line['symbol']}"] = float(line["percent"])
     task_ns = perf.get("task-clock", 0.0) * 1e6

@@ -113,6 +113,7 @@ def _load_builtin() -> None:
     from mmsim.workloads import (  # noqa: F401  (registration)
         lmbench,
         lockstress,
+        locktorture,
         pmbench,
         thp_memscale,
         vm_scalability,

@@ -1,4 +1,4 @@
-/* mmsim validate --suite locks: two pinned threads contending for one spinlock (locks/validate.py).
+/* mmsim validate --suite locks: two pinned threads contending for one spinlock (native/locks.py).
  *   lockbench ticket|mcs CPU_A CPU_B SAMPLES ITERS HOLD_NS THINK_NS
  * prints, per sample, "ns-per-acquisition cpu-share": wall time / (2 x ITERS), and the CPU time both
  * threads got / (2 x wall) (well below 1: the host's other load preempted them, and a preempted lock

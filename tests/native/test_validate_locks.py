@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mmsim.locks.validate import _row, curve_rows, format_locks, simulated
+from mmsim.native.locks import _row, curve_rows, simulated
+from mmsim.native.report import format_locks
 
 
 def test_ticket_collapses_queued_does_not() -> None:

@@ -1,0 +1,66 @@
+"""locktorture (kernel/locking/locktorture.c spin_lock writers): placement, the
+single-writer cost breakdown, the mdelay fold, and the published-curve rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmsim.experiments.run import RunSpec, run
+from mmsim.machine import get_machine
+from mmsim.native.locks import CNA_STOCK, COLLAPSE_FACTOR, TOLERANCE_PCT, published_rows
+from mmsim.workloads.locktorture import LONG_DELAY_NS, LONG_ODDS, LOOP_NS, SHORT_DELAY_NS, spread_cpu
+
+
+def test_spread_placement_sockets_then_cores_then_siblings() -> None:
+    m = get_machine("haswell-ex-4s")  # 4 sockets x 18 cores x 2 threads; CPU c's core is c % 72
+    cpus = [spread_cpu(m, i) for i in range(144)]
+    assert cpus[:6] == [0, 18, 36, 54, 1, 19]
+    assert [m.cpu_socket(c) for c in cpus[:8]] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert cpus[71] == 71 and cpus[72] == 72  # the 73rd writer is the first SMT sibling (of CPU 0)
+    assert sorted(cpus) == list(range(144))
+
+
+def test_one_writer_pays_only_its_delays() -> None:
+    """Alone, every line stays in the writer's cache after its first touch and the lock
+    is never contended: each iteration is the loop's own LOOP_NS plus udelay(2) when
+    the 1-in-4 coin falls. So the window is exactly filled by those (to one iteration)."""
+    r = run(RunSpec("locktorture", "tiny", "v5.7", params={"nwriters": "1", "duration_us": "2000"}))
+    m = r.metrics
+    ops = m["locktorture.writes"]
+    udelays = round(m["locktorture.udelay_share"] * ops)
+    busy = ops * LOOP_NS + udelays * SHORT_DELAY_NS
+    assert 2_000_000 - (LOOP_NS + SHORT_DELAY_NS) - 500 <= busy <= 2_000_000  # 500: first-touch transfers
+    assert 0.2 < m["locktorture.udelay_share"] < 0.3  # 1/4 (binomial, ~1,000 draws)
+    # mdelay(100) at odds 1/(n * 200,000), folded in by renewal-reward
+    per_op = 1 / m["locktorture.active_writes_per_second"] + LONG_DELAY_NS / LONG_ODDS / 1e9
+    assert m["locktorture.writes_per_second"] == pytest.approx(1 / per_op, rel=1e-12)
+
+
+def test_contended_critical_section_overlaps_independent_misses() -> None:
+    """Two writers on different sockets of tiny: the section's three independent
+    first accesses (flag, stats, rand) cost the slowest transfer, not the sum, so
+    a hand-off cycle is well under the serial sum of its transfers."""
+    m = get_machine("tiny")
+    r = run(RunSpec("locktorture", "tiny", "v5.7", params={"nwriters": "2", "duration_us": "2000"}))
+    ns_per_op = 1e9 / r.metrics["locktorture.active_writes_per_second"]
+    remote = m.xfer_ns(spread_cpu(m, 0), spread_cpu(m, 1), modified=True)
+    # lower bound: the lock word and one section miss change hands each time
+    assert ns_per_op > 2 * remote
+
+
+def test_published_rows_verdicts_follow_the_tolerances() -> None:
+    rows = published_rows(lambda s: None)
+    assert len(rows) == len(CNA_STOCK)  # one ratio per thread count but 1, and the collapse point
+    for r in rows[:-1]:
+        assert r["reference_kind"] == "published"
+        assert r["ok"] is (abs(r["error_pct"]) <= TOLERANCE_PCT)
+    peak = rows[-1]
+    assert peak["reference"] == 36.0
+    assert peak["ok"] is (1 / COLLAPSE_FACTOR <= peak["simulated"] / 36.0 <= COLLAPSE_FACTOR)
+
+
+def test_too_many_writers_is_a_user_error() -> None:
+    from mmsim.errors import UserError
+
+    with pytest.raises(UserError, match="nwriters"):
+        run(RunSpec("locktorture", "tiny", "v5.7", params={"nwriters": "9"}))
