@@ -90,6 +90,9 @@ PROC_VMSTAT = frozenset({
     VmEvent.THP_FAULT_ALLOC, VmEvent.THP_FAULT_FALLBACK, VmEvent.HTLB_BUDDY_ALLOC_SUCCESS,
     VmEvent.NUMA_PTE_UPDATES, VmEvent.NUMA_HINT_FAULTS, VmEvent.NUMA_HINT_FAULTS_LOCAL,
     VmEvent.NUMA_PAGES_MIGRATED, VmEvent.PGMIGRATE_SUCCESS,
+    # vmstat_text under CONFIG_PER_VMA_LOCK_STATS (52f238653e45 "mm: introduce per-VMA lock statistics", v6.4:
+    # "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss"; the patch text, store id 24274891212)
+    VmEvent.VMA_LOCK_SUCCESS, VmEvent.VMA_LOCK_ABORT, VmEvent.VMA_LOCK_RETRY, VmEvent.VMA_LOCK_MISS,
 })
 
 N_PERF = len(PerfEvent)
