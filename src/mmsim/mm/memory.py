@@ -332,6 +332,9 @@ def handle_mm_fault(
         done = yield from fault_under_vma_lock(task, mm, vma, addr, write)
         if done is not None:
             return done
+        # lock_mm_and_find_vma (v6.5; v6.4 in do_user_addr_fault): mmap_read_trylock's load, then its
+        # try_cmpxchg below (older kernels' down_read_trylock is modelled as the cmpxchg alone)
+        yield mm.mmap_sem.trylock_load(task)
     d = mm.mmap_sem.down_read(task)
     if d is PARK:
         yield d
