@@ -46,7 +46,8 @@ def _lock_line(r: RunResult, arm: str) -> str:
     return (f"{arm}: mmap_lock wait {100 * r.lock_wait_share(MMAP_LOCK):.2f}% of CPU time "
             f"({mm.get('acquisitions', 0):,} acquisitions, {mm.get('contentions', 0):,} contended, line wait "
             f"{mm.get('line_wait_ns', 0) / 1e6:.2f} ms), vm_lock wait {100 * r.lock_wait_share(VM_LOCK):.2f}%; "
-            f"down_read+up_read {_sym_share(r, 'down_read', 'up_read'):.1f}% of cycles; per fault: "
+            f"down_read_trylock+down_read+up_read {_sym_share(r, 'down_read_trylock', 'down_read', 'up_read'):.1f}% "
+            f"of cycles (published parent: down_read_trylock 14.41% + up_read 7.06%); per fault: "
             f"vma_lock_retry {_per_fault(r, 'vma_lock_retry'):.2f}, vma_lock_success "
             f"{_per_fault(r, 'vma_lock_success'):.2f}; top {r.profile[0]['symbol']} {r.profile[0]['percent']:.1f}%")
 
