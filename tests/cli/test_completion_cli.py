@@ -51,7 +51,7 @@ def _bash_complete(tmp_path: Path, words: list[str]) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
 def test_bash_completes_commands_and_names(tmp_path: Path) -> None:
     assert _bash_complete(tmp_path, ["mmsim", "comp"]) == ["compare", "completion"]
-    assert _bash_complete(tmp_path, ["mmsim", "run", "lock"]) == ["lockstress"]
+    assert _bash_complete(tmp_path, ["mmsim", "run", "lock"]) == ["lockstress", "locktorture"]
     assert _bash_complete(tmp_path, ["mmsim", "run", "lockstress", "--machine", "sgi"]) == ["sgi-uv2000-512"]
     assert _bash_complete(tmp_path, ["mmsim", "run", "lockstress", "-k", "v6.6+362"]) == ["v6.6+362d37a106dd"]
     assert _bash_complete(tmp_path, ["mmsim", "kernels", "diff", "v6."]) == ["v6.6", "v6.7"]

@@ -61,6 +61,9 @@ V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    # issue 22: mappings and THP alignment
+    "thp_anon_align": "off",
+    "dev_zero_align": "off",
 }
 
 
@@ -111,7 +114,17 @@ def test_lock_behaviours_by_version() -> None:
     assert lk("c0d0381ade79") == lk("v5.4")
     assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
-                            "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix"}
+                            "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix",
+                            "d4148aeab412^", "d4148aeab412", "849d5cff4d48^", "849d5cff4d48"}  # issue 22
+
+
+def test_mmap_alignment_kernels_differ_only_by_their_patch() -> None:
+    base, fix = resolve("d4148aeab412^"), resolve("d4148aeab412")
+    assert base.get("thp_anon_align") == "pmd-if-large" and fix.get("thp_anon_align") == "pmd-if-multiple"
+    assert {k for k in base.policies if base.policies[k] != fix.policies[k]} == {"thp_anon_align"}
+    dz0, dz1 = resolve("849d5cff4d48^"), resolve("849d5cff4d48")
+    assert {k for k in dz0.policies if dz0.policies[k] != dz1.policies[k]} == {"dev_zero_align"}
+    assert resolve("v6.7").get("thp_anon_align") == "off"  # efa7df3e3bb5 is v6.8
 
 
 def test_every_kernel_sets_every_policy_to_an_allowed_value() -> None:

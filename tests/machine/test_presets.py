@@ -25,6 +25,8 @@ NAMES = [
     "cascadelake-optane-2s",
     "icelake-6338-2s",
     "xeon-phi-7295",
+    "skylake-8170-2s",
+    "cooperlake-8380h-4s",
     "host",
     "tiny",
     "haswell-ex-4s",
@@ -58,6 +60,8 @@ def test_preset_builds_once(name: str) -> None:
         ("cascadelake-optane-2s", 96, 2, 4, 2.4, 36608),
         ("icelake-6338-2s", 128, 2, 2, 2.0, 48 * 1024),
         ("xeon-phi-7295", 288, 1, 1, 1.5, 16 * 1024 * 1024),
+        ("skylake-8170-2s", 104, 2, 2, 2.1, 36608),  # "104 threads 2 sockets (Skylake) with 192G memory"
+        ("cooperlake-8380h-4s", 224, 4, 4, 2.9, 39424),  # "224 threads 4 sockets ... 8380H ... 192G"
         ("tiny", 8, 2, 2, 1.0, 1024),
     ],
 )
@@ -151,3 +155,12 @@ def test_get_machine_from_yaml_path(tmp_path) -> None:  # type: ignore[no-untype
     assert get_machine(str(path)) == get_machine("tiny")
     with pytest.raises(UserError):
         get_machine(str(tmp_path / "missing.yml"))
+
+
+@pytest.mark.parametrize("name", ["skylake-8170-2s", "cooperlake-8380h-4s"])
+def test_robot_machines_have_192g_and_uniform_one_hop_distances(name: str) -> None:
+    m = get_machine(name)
+    assert sum(n.memory_gib for n in m.nodes) == 192  # the robot reports: "with 192G memory"
+    n = len(m.nodes)
+    assert m.distances == tuple(tuple(10 if i == j else 16 for j in range(n)) for i in range(n))
+    assert m.cache("L3").shared_by == m.ncpus // n

@@ -268,6 +268,16 @@ POLICIES: dict[str, Policy] = {
                "do_read_fault calls ->fault after fault-around under the VMA lock when vm_ops->map_pages "
                "exists (12214eba1992, v6.7); off: VM_FAULT_RETRY, fault-around again under mmap_lock",
                "mm/memory.c do_read_fault(), vmf_can_call_fault()"),
+        # --- issue 22: mappings and THP alignment (mm/mmap.py) ---
+        Policy("thp_anon_align", ("off", "pmd-if-large", "pmd-if-multiple"),
+               "__get_unmapped_area of a hint-less anonymous mapping: top-down as it comes (off), aligned to "
+               "PMD_SIZE by thp_get_unmapped_area when len >= PMD_SIZE (efa7df3e3bb5, v6.8), or only when len "
+               "is a multiple of PMD_SIZE (d4148aeab412, v6.12)",
+               "mm/mmap.c __get_unmapped_area(); mm/huge_memory.c __thp_get_unmapped_area()"),
+        Policy("dev_zero_align", ("off", "thp"),
+               "get_unmapped_area_zero of a MAP_PRIVATE /dev/zero mapping: mm_get_unmapped_area (off), or "
+               "thp_get_unmapped_area, PMD-aligned whenever len >= PMD_SIZE (849d5cff4d48, linux-next 2025-09)",
+               "drivers/char/mem.c get_unmapped_area_zero()"),
     )
 }
 
@@ -389,6 +399,19 @@ PATCHES: dict[str, Patch] = {
               {"vma_lock_shared_fault": "on"}, "v6.7"),
         Patch("4de8c93a4751", "mm: handle COW faults under the VMA lock", {"vma_lock_cow_fault": "on"}, "v6.7"),
         Patch("12214eba1992", "mm: handle read faults under the VMA lock", {"vma_lock_read_fault": "on"}, "v6.7"),
+        # --- issue 22: mappings and THP alignment ---
+        # Merged for v6.8: a robot report names it 6.7.0-rc4-00061-gefa7df3e3bb5 (the mm tree on v6.7-rc4,
+        # store id 25380681085). The top-down fix 85b9f46e8ea4 ("mm: thp_get_unmapped_area must honour
+        # topdown preference", Jan 2024, store id 19849712320) is folded in: v6.8 has both.
+        Patch("efa7df3e3bb5", "mm: align larger anonymous mappings on THP boundaries",
+              {"thp_anon_align": "pmd-if-large"}, "v6.8"),
+        # "[PATCH hotfix 6.12]" (Message-ID 20241024151228.101841-2-vbabka@suse.cz), robot report on
+        # torvalds master 7 Nov 2024
+        Patch("d4148aeab412", "mm, mmap: limit THP alignment of anonymous mappings to PMD-aligned sizes",
+              {"thp_anon_align": "pmd-if-multiple"}, "v6.12"),
+        # linux-next 2025-09-28 (robot report 202509281337.d1edd7ab-lkp@intel.com); the release it merged
+        # in was not verified, so it belongs to no catalogued release
+        Patch("849d5cff4d48", "/dev/zero: try to align PMD_SIZE for private mapping", {"dev_zero_align": "thp"}),
     )
 }
 
@@ -446,6 +469,9 @@ _V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    # --- issue 22: mappings and THP alignment ---
+    "thp_anon_align": "off",
+    "dev_zero_align": "off",
 }
 
 
@@ -484,6 +510,26 @@ def _hugetlb_rwsem_kernels() -> tuple[Kernel, ...]:
     )
 
 
+def _mmap_align_kernels() -> tuple[Kernel, ...]:
+    """Issue 22: the robot's base/patched pairs. d4148aeab412's parent 15e8156713cc is v6.12-rc: every
+    catalogued patch up to v6.11 (efa7df3e3bb5 included), d4148aeab412 not. 849d5cff4d48's parent
+    337135e6124b is linux-next of 2025-09-28, after d4148aeab412 (v6.12): the catalogue's v6.12+
+    policies (no catalogued patch landed between v6.12 and that date)."""
+    v611, v612 = _release("v6.11", "v6.11"), _release("v6.12", "v6.12")
+    dz = ("849d5cff4d48",)
+    return (
+        Kernel("d4148aeab412^", "v6.11", dict(v611.policies), v611.patches,
+               "15e8156713cc, the parent of d4148aeab412 (v6.12-rc; efa7df3e3bb5 aligns every anonymous mapping "
+               ">= 2 MiB)"),
+        Kernel("d4148aeab412", "v6.11", dict(v612.policies), v612.patches,
+               "d4148aeab412: THP alignment only for anonymous mappings whose length is a multiple of 2 MiB"),
+        Kernel("849d5cff4d48^", "v6.12", dict(v612.policies), v612.patches,
+               "337135e6124b, the parent of 849d5cff4d48 (linux-next 2025-09-28; v6.12+ policies)"),
+        Kernel("849d5cff4d48", "v6.12", _apply(v612.policies, dz), v612.patches + dz,
+               "849d5cff4d48: MAP_PRIVATE /dev/zero mappings THP-aligned"),
+    )
+
+
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
@@ -500,6 +546,7 @@ KERNELS: dict[str, Kernel] = {
         _release("v6.6", "v6.6"),
         _release("v6.7", "v6.7"),
         *_hugetlb_rwsem_kernels(),
+        *_mmap_align_kernels(),  # issue 22
     )
 }
 

@@ -141,8 +141,8 @@ class CacheLine:
     ``struct mm_struct``.
     """
 
-    __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_core", "_sock", "_pairs",
-                 "_log", "_nsnap")
+    __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
+                 "_pairs", "_log", "_nsnap")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -155,6 +155,7 @@ class CacheLine:
         # spinners is then a sum over the sockets they occupy plus a same-core correction
         # (LineCosts), O(sockets) in pure Python rather than a dot product over every CPU.
         self._cpu: dict[int, int] = {}
+        self._big = False  # more than SMALL spinner CPUs at some point: the core/socket counts are kept
         self._core: dict[int, int] = {}
         self._sock: dict[int, int] = {}
         self._pairs = 0.0  # sum of HIT(i, j) over ordered pairs of distinct spinners
@@ -168,11 +169,10 @@ class CacheLine:
         """Sum over the spinners ``j`` (with multiplicity) of the cost ``c -> j``
         (``table`` is the socket table: ``tm`` HITM or ``th`` HIT)."""
         co = self.costs
-        cpus = self._cpu
-        if len(cpus) <= SMALL:  # few spinner CPUs: sum them directly
+        if not self._big:  # few spinner CPUs: sum them directly
             r = (co.hitm if table is co.tm else co.hit)[c]
             t = 0.0
-            for j, k in cpus.items():
+            for j, k in self._cpu.items():
                 t += k * r[j]
             return t
         sc = co.sock[c]
@@ -188,11 +188,10 @@ class CacheLine:
     def _in(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
         """Sum over the spinners ``j`` of the cost ``j -> c``."""
         co = self.costs
-        cpus = self._cpu
-        if len(cpus) <= SMALL:
+        if not self._big:
             m = co.hitm if table is co.tm else co.hit
             t = 0.0
-            for j, k in cpus.items():
+            for j, k in self._cpu.items():
                 t += k * m[j][c]
             return t
         sc = co.sock[c]
@@ -215,34 +214,51 @@ class CacheLine:
     def add_spinner(self, cpu: int) -> None:
         if self.nspin:
             self._pairs += self._both(cpu)
-        co = self.costs
         d = self._cpu
         d[cpu] = d.get(cpu, 0) + 1
-        d = self._core
-        k = co.core[cpu]
-        d[k] = d.get(k, 0) + 1
-        d = self._sock
-        k = co.sock[cpu]
-        d[k] = d.get(k, 0) + 1
+        co = self.costs
+        if self._big:
+            d = self._core
+            k = co.core[cpu]
+            d[k] = d.get(k, 0) + 1
+            d = self._sock
+            k = co.sock[cpu]
+            d[k] = d.get(k, 0) + 1
+        elif len(d) > SMALL:  # switch to the per-socket sums: build the core and socket counts
+            self._big = True
+            for j, k in d.items():
+                self._core[co.core[j]] = self._core.get(co.core[j], 0) + k
+                self._sock[co.sock[j]] = self._sock.get(co.sock[j], 0) + k
         self.nspin += 1
         if self._log is not None:
             self._log.append((cpu, 1))
 
     def remove_spinner(self, cpu: int) -> None:
-        if not self._cpu.get(cpu):
+        d = self._cpu
+        v = d.get(cpu, 0)
+        if not v:
             raise RuntimeError(f"remove_spinner({cpu}) without add_spinner")
-        co = self.costs
-        for d, k in ((self._cpu, cpu), (self._core, co.core[cpu]), (self._sock, co.sock[cpu])):
-            v = d[k] - 1
-            if v:
-                d[k] = v
-            else:
-                del d[k]
+        if v > 1:
+            d[cpu] = v - 1
+        else:
+            del d[cpu]
+        if self._big:
+            co = self.costs
+            for d, k in ((self._core, co.core[cpu]), (self._sock, co.sock[cpu])):
+                v = d[k] - 1
+                if v:
+                    d[k] = v
+                else:
+                    del d[k]
         self.nspin -= 1
         if self.nspin:
             self._pairs -= self._both(cpu)
         else:
             self._pairs = 0.0
+            if self._big:
+                self._big = False
+                self._core.clear()
+                self._sock.clear()
         if self._log is not None:
             self._log.append((cpu, -1))
 

@@ -374,6 +374,20 @@ class RwSem:
         self._wake_next(task.cpu)
         return cost
 
+    def downgrade(self, task: Task) -> int:
+        """``downgrade_write`` (kernel/locking/rwsem.c): the writer keeps the sem as a reader (one
+        atomic on the count); readers queued at the head are woken (``rwsem_downgrade_wake``,
+        RWSEM_WAKE_READ_OWNED). Used by munmap since dd2283f2605e (v4.20). Issue 22."""
+        if self.writer is not task:
+            raise RuntimeError(f"{self.name}: downgrade_write by {task!r}, held by {self.writer!r}")
+        cost = self._atomic(task, self._f_write_up)
+        self.writer = None
+        self._hold_end(self._write_since, True)
+        self._take(task, False, self.ctx.engine.now + cost)
+        if self.waitq and not self.waitq[0].write:
+            self._wake_readers()
+        return cost
+
 
 class Mutex(RwSem):
     """``struct mutex``: exclusive only; optimistic spinning while the owner runs

@@ -610,6 +610,10 @@ PRESETS: dict[str, Callable[[], Machine]] = {
 from mmsim.machine import presets_locks as _presets_locks  # noqa: E402
 
 PRESETS["haswell-ex-4s"] = functools.cache(_presets_locks.haswell_ex_4s)
+from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
+
+PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
+PRESETS["cooperlake-8380h-4s"] = functools.cache(_presets_mmap.cooperlake_8380h_4s)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -618,6 +622,8 @@ _DESCRIPTIONS = {
     "cascadelake-optane-2s": "2 x Xeon Platinum 8260 (Cascade Lake), 96 CPUs, + Optane DC PMEM nodes",
     "icelake-6338-2s": "2 x Xeon Gold 6338 (Ice Lake-SP), 128 CPUs, 48 MiB LLC per socket",
     "xeon-phi-7295": "Xeon Phi 7295 (Knights Mill), 288 CPUs, 80 GiB, MCDRAM cache mode",
+    "skylake-8170-2s": "2 x Xeon Platinum 8170 (Skylake-SP), 104 CPUs, 192 GiB: robot lkp-skl-fpga01 (issue 22)",
+    "cooperlake-8380h-4s": "4 x Xeon Platinum 8380H (Cooper Lake), 224 CPUs, 192 GiB: robot lkp-cpl-4sp2 (issue 22)",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
     "tiny": "8-CPU test machine with round numbers",
     "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",

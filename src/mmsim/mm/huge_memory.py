@@ -20,6 +20,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.metrics.events import VmEvent
+from mmsim.mm import lru_anon
 from mmsim.mm import memory as _mem  # circular: memory.handle_mm_fault calls in here
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
@@ -83,6 +84,7 @@ def do_huge_pmd_anonymous_page(
     yield mm.rss_stat.add(task, "add_mm_counter")
     if mm.nr_ptes is not None:
         yield mm.nr_ptes.add(task, "do_huge_pmd_anonymous_page")
+    yield from lru_anon.new_anon_folio(task, s, node, 1 << HPAGE_PMD_ORDER, (id(mm), slot))  # issue 22
     lk.release(task)
     c.vm[cpu][THP_FAULT_ALLOC] += 1
     return True

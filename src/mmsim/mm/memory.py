@@ -20,7 +20,7 @@ import numpy as np
 from mmsim.engine.core import PARK, Task
 from mmsim.metrics.counters import PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import huge_memory, hugetlb, mempolicy
+from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
@@ -308,6 +308,7 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
     yield s.counters.busy(task.cpu, "do_anonymous_page", ns, ins)
     mm.pgtables.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511] = True
     note_pte_node(mm.pgtables, slot, (addr >> PAGE_SHIFT) & 511, node)
+    yield from lru_anon.new_anon_folio(task, s, node, 1, (id(mm), slot))  # issue 22: memcg + LRU if enabled
     lk.release(task)
 
 

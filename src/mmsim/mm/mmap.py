@@ -6,6 +6,11 @@ atomics on a shared line) and the page tables. VMAs are ranges placed
 top-down from ``mmap_base`` by ``arch_get_unmapped_area_topdown`` — so a
 ``malloc(512 MB)`` mapping starts wherever the previous one ended, not on a
 2 MiB boundary, which decides how many of its faults can be huge.
+
+Issue 22 adds the v6.8+ placement as the kernel computes it (``MmStruct.mmap_pgoff``):
+``__get_unmapped_area`` → ``thp_get_unmapped_area_vmflags`` (policy ``thp_anon_align``; /dev/zero:
+``get_unmapped_area_zero``, policy ``dev_zero_align``) → ``unmapped_area_topdown`` over the gaps
+between the mm's VMAs, so a hole an munmap left is found again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from mmsim.mm.pgtable import PageTables
 MMAP_LOCK_CLASS = {"mmap_sem": "&mm->mmap_sem", "mmap_lock": "&mm->mmap_lock"}
 
 PAGE_SIZE = 4096
+PMD_SIZE = 2 << 20
 # x86-64 TASK_SIZE (47-bit user space) less the stack gap: mmap_base of a process
 # with an 8 MiB stack rlimit, randomisation off (arch/x86/mm/mmap.c mmap_base()).
 MMAP_BASE = (1 << 47) - (1 << 12) - (128 << 20)
@@ -89,6 +95,70 @@ class MmStruct:
         start = (self.free_top - length) & ~(align - 1)
         self.free_top = start
         return start
+
+    def unmapped_area_topdown(self, length: int, high: int = MMAP_BASE) -> int:
+        """mm/mmap.c ``unmapped_area_topdown`` (v6.12) with ``align_mask`` 0 (x86-64 anonymous and
+        /dev/zero mappings): the top of the highest gap below ``high`` (``mmap_base``) between the
+        mm's VMAs that holds ``length`` bytes; -1 (``-ENOMEM``) if none."""
+        gap_end = high
+        for v in sorted(self.vmas, key=lambda v: v.start, reverse=True):
+            if v.start >= gap_end:
+                continue
+            if v.end <= gap_end and gap_end - v.end >= length:
+                return gap_end - length
+            gap_end = min(gap_end, v.start)
+        return gap_end - length if gap_end >= length else -1
+
+    def thp_get_unmapped_area(self, length: int, pgoff: int = 0) -> int:
+        """mm/huge_memory.c ``thp_get_unmapped_area_vmflags`` → ``__thp_get_unmapped_area`` (v6.12,
+        no address hint, MMF_TOPDOWN set): look for ``len + PMD_SIZE``, then move the start up to the
+        next PMD boundary (``off_sub``), or, when the padded area already starts on one, to the top of
+        it (``ret + size``, 85b9f46e8ea4); a mapping shorter than PMD_SIZE past its aligned offset is
+        placed as ``mm_get_unmapped_area`` would."""
+        off = pgoff * PAGE_SIZE
+        off_end = off + length
+        off_align = -(-off // PMD_SIZE) * PMD_SIZE  # round_up(off, size)
+        if off_end <= off_align or off_end - off_align < PMD_SIZE:
+            return self.unmapped_area_topdown(length)
+        ret = self.unmapped_area_topdown(length + PMD_SIZE)
+        if ret < 0:  # "The failure might be due to length padding": retry without it
+            return self.unmapped_area_topdown(length)
+        off_sub = (off - ret) & (PMD_SIZE - 1)
+        if not off_sub:
+            return ret + PMD_SIZE
+        return ret + off_sub
+
+    def placement(self, length: int, kind: str = "anon") -> int:
+        """mm/mmap.c ``__get_unmapped_area`` (v6.12) for a hint-less private mapping of ``length``
+        (page-aligned) bytes: ``kind`` "anon" (MAP_ANONYMOUS: no get_area; THP-aligned per policy
+        ``thp_anon_align``) or "devzero" (drivers/char/mem.c ``get_unmapped_area_zero``, MAP_PRIVATE:
+        ``thp_get_unmapped_area`` with policy ``dev_zero_align=thp``, else ``mm_get_unmapped_area``)."""
+        s = self.system
+        if kind == "anon":
+            pol = s.policy("thp_anon_align")
+            # IS_ENABLED(CONFIG_TRANSPARENT_HUGEPAGE): the build option, not the sysfs "enabled" setting
+            thp = pol == "pmd-if-large" or (pol == "pmd-if-multiple" and length % PMD_SIZE == 0)
+        elif kind == "devzero":
+            thp = s.policy("dev_zero_align") == "thp"
+        else:
+            raise ValueError(f"placement kind {kind!r}: anon or devzero")
+        return self.thp_get_unmapped_area(length) if thp else self.unmapped_area_topdown(length)
+
+    def mmap_pgoff(self, task: Task, length: int, kind: str = "anon", **flags: Any) -> Generator[Any, Any, Vma]:
+        """``vm_mmap_pgoff`` as v6.8+ places a private anonymous (or /dev/zero) mapping: take
+        mmap_lock for write, ``__get_unmapped_area`` (:meth:`placement`), link the VMA. A /dev/zero
+        MAP_PRIVATE mapping is anonymous after ``mmap_zero`` (``vma_set_anonymous``)."""
+        length = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        yield self.mmap_sem.down_write(task)
+        start = self.placement(length, kind)
+        if start < 0:
+            raise RuntimeError(f"mmap of {length} bytes: no gap below mmap_base (ENOMEM)")
+        vma = Vma(start, start + length, **flags)
+        self.vmas.append(vma)
+        ns, ins = path("do_mmap_pgoff", self.system.machine.freq_ghz)
+        yield self.system.counters.busy(task.cpu, "do_mmap_pgoff", ns, ins)
+        yield self.mmap_sem.up_write(task)
+        return vma
 
     def do_mmap(self, task: Task, length: int, **flags: Any) -> Generator[Any, Any, Vma]:
         """``vm_mmap_pgoff``: take mmap_sem for write, place and link the VMA.

@@ -69,3 +69,68 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         pending = yield from unlink_file_vma(task, vma, pending)
     yield pending
     yield mm.mmap_sem.up_write(task)
+
+
+def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[Any, Any, None]:
+    """``__vm_munmap(start, len, unlock=true)`` of all of ``vma`` as v4.20+ (dd2283f2605e) and v6.12
+    (mm/vma.c ``do_vmi_align_munmap``) do it: under ``mmap_lock`` for write detach the VMA
+    (``vms_gather_munmap_vmas``), then ``mmap_write_downgrade`` and, under the read lock,
+    ``vms_clear_ptes``: ``lru_add_drain``, ``unmap_vmas`` (``zap_pte_range`` under each table's PTE lock /
+    ``zap_huge_pmd`` under the PMD lock),
+    ``free_pgtables`` (the PTE tables of the range, and the deposited one of a huge PMD), and
+    ``tlb_finish_mmu``: the TLB flush (an IPI round trip to every other CPU of ``mm_cpumask``), then
+    ``free_pages_and_swap_cache`` → ``folios_put_refs``: ``__page_cache_release`` and the memcg
+    uncharge (mm/lru_anon.py, where enabled) and the pages back to the allocator."""
+    from mmsim.mm import lru_anon
+
+    s = mm.system
+    c = s.counters
+    cpu = task.cpu
+    pa = s.page_alloc
+    yield mm.mmap_sem.down_write(task)
+    ns, ins = path("do_munmap", s.machine.freq_ghz)
+    yield c.busy(cpu, "do_munmap", ns, ins)
+    mm.vmas.remove(vma)
+    yield mm.mmap_sem.downgrade(task)
+    yield from lru_anon.lru_add_drain(task, s)  # vms_clear_ptes: lru_add_drain()
+    zap_ns, zap_ins = path("zap_pte", s.machine.freq_ghz)
+    pt = mm.pgtables
+    lru = lru_anon.state(s)
+    slots = []
+    folio_nodes: list[int] = []
+    lo, hi = vma.start >> PMD_SHIFT, (vma.end - 1) >> PMD_SHIFT
+    for slot in sorted(k for k in pt.pmd if lo <= k <= hi):  # the populated PMD slots only
+        state = pt.pmd[slot]
+        # zap_pte_range under the table's PTE lock (pte_offset_map_lock); zap_huge_pmd under pmd_lock
+        lk = pt.pte_lockptr(slot) if state == PMD_TABLE else pt.pmd_lockptr(slot)
+        yield lk.acquire(task)
+        del pt.pmd[slot]
+        pt.shared.pop(slot, None)
+        if state == PMD_TABLE:
+            bm = pt.ptes.pop(slot, None)
+            n = int(bm.sum()) if bm is not None else 0
+            pt.nr_pte_tables -= 1  # free_pgtables (after the zap, without the PTE lock)
+            for pfn in range(slot << 9, (slot + 1) << 9):
+                pt.zero_ptes.discard(pfn)
+                pt.wp_ptes.discard(pfn)
+                pt.shared.pop(("P", pfn), None)
+        else:
+            n = 1  # zap_huge_pmd
+            pt.zero_huge.discard(slot)
+            pt.wp_huge.discard(slot)
+            pt.huge_node.pop(slot, None)
+        yield c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n)
+        lk.release(task)
+        slots.append(slot)
+        if lru is not None:
+            folio_nodes += lru.folios.pop((id(mm), slot), [])
+    # tlb_finish_mmu: flush_tlb_mm_range, an IPI to every other CPU of the mm and the wait for its ack
+    xfer = s.machine.xfer_ns
+    yield c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
+    yield from lru_anon.release_folios(task, s, folio_nodes)
+    pending = 0
+    for slot in slots:
+        pending = yield from pa.free_owned(task, (mm, slot), pending)
+    if pending:
+        yield pending
+    yield mm.mmap_sem.up_read(task)

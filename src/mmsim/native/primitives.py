@@ -74,6 +74,18 @@ PUBLISHED: dict[str, dict[str, tuple[float, str]]] = {
         "c2c.remote": (108.0, "nviennot/core-to-core-latency: Platinum 8375C cross socket 108 ns"),
         "c2c.smt": (8.1, "nviennot/core-to-core-latency: Platinum 8375C SMT siblings 8.1 ns"),
     },
+    # issue 22: constants from other machines of the same die family (see machine/presets_mmap.py)
+    "skylake-8170-2s": {
+        "chase.DRAM": (90.2, "Intel MLC 3.10, 2 x Gold 6140 (Skylake-SP; VscDocumentation skylake_mlc.txt): 90.2 ns"),
+        "dram.remote": (144.3, "Intel MLC 3.10, 2 x Gold 6140: remote 144.3 ns"),
+        # no Skylake-SP CAS ping-pong figure found (MLC's HITM is another quantity): c2c rows are estimates
+    },
+    "cooperlake-8380h-4s": {
+        "chase.DRAM": (80.8, "Intel MLC, 2 x Gold 6240 (Cascade Lake, VscDocumentation cascadelake_mlc.txt): 80.8 ns"),
+        "dram.remote": (140.4, "Intel MLC, 2 x Gold 6240 (Cascade Lake): remote 140.4 ns"),
+        "c2c.socket": (48.0, "nviennot/core-to-core-latency: Gold 6242 (Cascade Lake) same socket 48 ns"),
+        "c2c.remote": (136.0, "nviennot/core-to-core-latency: Gold 6242 cross socket 136 ns"),
+    },
 }
 
 
@@ -214,11 +226,13 @@ def host_rows(label: str, m: Machine, log: Any = lambda s: None) -> list[dict[st
 
 
 def validate_primitives(host_machine: str | None = None, log: Any = lambda s: None) -> list[dict[str, Any]]:
-    """Rows for the six seed presets, and for ``host_machine`` (a calibrated YAML or 'host') if given."""
+    """Rows for the six seed presets, the two issue-22 robot machines, and ``host_machine`` (a calibrated
+    YAML or 'host') if given."""
     from mmsim.machine import get_machine
 
     names = ["xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
              "icelake-6338-2s", "xeon-phi-7295"]
+    names += ["skylake-8170-2s", "cooperlake-8380h-4s"]  # issue 22 robot machines
     rows = [r for n in names for r in preset_rows(n, get_machine(n))]
     from mmsim.machine.presets import PRESETS
 

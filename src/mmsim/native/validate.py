@@ -59,6 +59,8 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("page_fault3 processes nr_task=2", "will-it-scale/page_fault3",
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
+        Case("malloc1 processes nr_task=2", "will-it-scale/malloc1",  # issue 22
+             {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
              "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"),
         Case("pmbench uniform -j1 256m", "pmbench", {"jobs": "1", "setsize": "256", "mapsize": "256",

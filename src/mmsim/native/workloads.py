@@ -307,6 +307,64 @@ register(NativeWorkload(
 ))
 
 
+# -- will-it-scale malloc1 (issue 22) --------------------------------------------------------
+
+
+def _malloc1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+    """will-it-scale tests/malloc1.c through the host's own glibc (ctypes): each task, bound to its
+    CPU, loops ``addr = malloc(size); free(addr);``: glibc mmaps size + a page and writes the chunk
+    header, free munmaps it. At least ``loops`` pairs and ``seconds``. ``thp`` cannot be emulated
+    per mapping here (glibc does not madvise): the host's THP setting applies."""
+    import ctypes
+    import ctypes.util
+
+    from mmsim.native import tasks
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    seconds, size, loops = p["seconds"], p["size"], p["loops"]
+
+    def task(i: int) -> dict[str, float]:
+        os.sched_setaffinity(0, {_cpu_for(i)})
+        ops = 0
+        t0 = time.perf_counter()
+        while True:
+            for _ in range(100):
+                libc.free(libc.malloc(size))
+            ops += 100
+            dt = time.perf_counter() - t0
+            if ops >= loops and dt >= seconds:
+                return {"ops": ops, "seconds": dt}
+
+    res = tasks.run_tasks(p["nr_task"], task, p["mode"])
+    rates = [r["ops"] / r["seconds"] for r in res]
+    per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
+    return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+
+
+register(NativeWorkload(
+    name="will-it-scale/malloc1",
+    description="tasks loop malloc(128 MiB) / free through the host's glibc; ops = pairs per second",
+    params={
+        "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
+        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                          parse_choice("processes", "threads"), "processes, threads"),
+        "size": ParamInfo(128 << 20, "bytes per malloc (malloc1.c: 128UL*1024*1024)", parse_lm_bytes,
+                          "a size like 128m"),
+        "loops": ParamInfo(20, "at least this many malloc/free pairs per task", parse_int(1), "an integer >= 1"),
+        "warmup": ParamInfo(2, "simulated only (the native loop runs for seconds)", parse_int(0), "an integer >= 0"),
+        "seconds": ParamInfo(2.0, "native only: and at least this long (0: loops only)", parse_seconds,
+                             "0..600 seconds"),
+    },
+    body=_malloc1,
+    footprint=lambda p: (int(p["size"]) + (2 << 20)) * int(p["nr_task"]),
+    command=lambda p: f"malloc1_{p['mode']} -t {p['nr_task']} (>= {p['loops']} pairs, >= {p['seconds']} s)",
+    native_only=("seconds",),
+))
+
+
 # -- will-it-scale page_fault2 / page_fault3 (issue 22) ------------------------------------
 
 

@@ -443,3 +443,93 @@ for _w in (
                "region, N children write it (hugetlb COW)", cow=True, hugetlb=True),
 ):
     register(_w)
+
+
+class UsememThreadsCase(UsememCase):
+    """Issue 22: ``case-anon-w-seq-mt`` (vm-scalability, last changed b4f8f4e):
+    ``usemem -t $nr_task $((unit_size / nr_task))`` with ``unit_size = mem / 2``: ``nr_task`` threads of
+    one process (``-t``), each mapping its own region of ``/dev/zero`` (usemem's default file,
+    MAP_PRIVATE: an anonymous VMA after ``mmap_zero``, placed by ``get_unmapped_area_zero``, policy
+    ``dev_zero_align``) and writing every word once, in order. Threads are placed as fork balancing
+    places new tasks (``wake_up_new_task``). The anonymous-folio LRU and memcg model is on."""
+
+    def __init__(self, case: str, desc: str) -> None:
+        super().__init__(case, desc)
+        self.params["nr_task"] = ParamInfo("100%", "-t: number of usemem threads, or a percentage of the CPUs",
+                                           parse_nr_task, "an integer >= 1 or a percentage like 50%")
+        self.params["size"] = ParamInfo(0, "unit_size: total bytes over all threads (each maps size / nr_task); "
+                                        "auto = MemTotal / 2 as the case script computes", parse_size,
+                                        "auto or a size like 64g, 512m (k/m/g/t = 2^10..)")
+
+    def command(self, p: dict[str, Any]) -> str:
+        nr = p["nr_task"]
+        per = "$((mem / 2 / nr_task))" if not p["size"] else (
+            str(p["size"] // int(nr)) if nr.isdigit() else f"$(({p['size']} / nr_task))")
+        return f"usemem -t {nr} -T {p['runtime']} {per}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        from mmsim.mm import lru_anon
+
+        nr, per = self._sizes(system, p)
+        lru_anon.enable(system)
+        cpus = fork_cpus(system.machine, nr)
+        main = Task(0, "usemem", cpu=cpus[0])
+        main.mm = MmStruct(system, home_cpu=cpus[0])
+        st: dict[str, Any] = {"nr": nr, "per": per, "cpus": cpus, "ready": 0, "done": 0, "tput": [],
+                              "children": [], "unit_bytes": []}
+        system.workload_state = st
+        system.sched.spawn(main, self._main_threads(system, main, p))
+        system.start_vmstat_timer(lambda: main.state == "done")
+
+    def _main_threads(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
+        st = system.workload_state
+        c = system.counters
+        st["start"] = system.engine.now
+        for i in range(st["nr"]):
+            ns, ins = path("copy_process", system.machine.freq_ghz)  # pthread_create: clone(CLONE_VM)
+            yield c.busy(main.cpu, "copy_process", ns, ins)
+            t = Task(i + 1, f"usemem/{i}", cpu=st["cpus"][i], mm=main.mm)
+            st["children"].append(t)
+            system.sched.spawn(t, self._thread(system, t, p))
+        while st["ready"] < st["nr"]:
+            st["parent_waiting"] = main
+            yield system.sched.sleep(main)
+        st.pop("parent_waiting", None)
+        for t in st["children"]:
+            system.sched.wake_up(t)
+        while st["done"] < st["nr"]:
+            st["joiner"] = main
+            yield system.sched.sleep(main)
+        system.elapsed_ns = system.engine.now
+
+    def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
+        st = system.workload_state
+        per = st["per"]
+        # usemem.c do_units: ready() (write to the pipe, wait for GO), then do_unit -> allocate(): the mmap
+        # of /dev/zero comes after GO, so the threads' mmaps meet on the shared mm's mmap_lock
+        st["ready"] += 1
+        if st["ready"] == st["nr"] and "parent_waiting" in st:
+            system.sched.wake_up(st["parent_waiting"])
+        yield system.sched.sleep(t)
+        vma = yield from t.mm.mmap_pgoff(t, per, kind="devzero", name="/dev/zero")
+        deadline = st["start"] + p["runtime"] * 1_000_000_000
+        rw_bytes = yield from self._rw_seq(system, t, vma, vma.start, vma.start + per, deadline)
+        delta_us = max(1, (system.engine.now - st["start"]) // 1000)
+        st["tput"].append(((rw_bytes * 1_000_000) >> 10) / delta_us)
+        st["unit_bytes"].append(rw_bytes)
+        st["done"] += 1
+        if st["done"] == st["nr"] and "joiner" in st:
+            system.sched.wake_up(st["joiner"])
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        from mmsim.metrics.events import VmEvent
+
+        out = super().metrics(system, p)
+        vm = system.counters.vm
+        out["vm-scalability.time.minor_page_faults"] = float(sum(v[int(VmEvent.PGFAULT)] for v in vm))
+        out["proc-vmstat.thp_fault_alloc"] = float(sum(v[int(VmEvent.THP_FAULT_ALLOC)] for v in vm))
+        return out
+
+
+register(UsememThreadsCase("anon-w-seq-mt", "usemem -t N: N threads of one process each write their own "
+                           "/dev/zero MAP_PRIVATE region once, in order"))

@@ -99,6 +99,144 @@ class PageFault1:
 register(PageFault1())
 
 
+# --- issue 22: malloc1 ------------------------------------------------------------------------------
+# glibc malloc/malloc.c (store id 582719522): DEFAULT_MMAP_THRESHOLD_MIN (128 * 1024) is the initial
+# mp_.mmap_threshold; free() raises it only to chunks of at most DEFAULT_MMAP_THRESHOLD_MAX
+# (4 * 1024 * 1024 * sizeof(long) = 32 MiB on 64-bit), so a 128 MiB request always takes sysmalloc_mmap.
+MMAP_THRESHOLD_MIN = 128 * 1024
+MMAP_THRESHOLD_MAX = 4 * 1024 * 1024 * 8
+SIZE_SZ = 8  # sizeof(INTERNAL_SIZE_T) on x86-64
+MALLOC_ALIGN_MASK = 2 * SIZE_SZ - 1  # MALLOC_ALIGNMENT = 16
+# estimate: syscall entry/exit of mmap/munmap (entry_SYSCALL_64, with PTI) plus glibc's malloc/free
+# bookkeeping around them, ~600 cycles a call; plausible 200-2000
+SYSCALL_CYCLES = 600
+
+
+def request2size(req: int) -> int:
+    """glibc ``request2size``: ``(req + SIZE_SZ + MALLOC_ALIGN_MASK) & ~MALLOC_ALIGN_MASK`` (MINSIZE floor)."""
+    return max(4 * SIZE_SZ, (req + SIZE_SZ + MALLOC_ALIGN_MASK) & ~MALLOC_ALIGN_MASK)
+
+
+def malloc_mmap_size(req: int, pagesize: int = PAGE) -> int:
+    """The length glibc's ``sysmalloc_mmap`` passes to mmap for ``malloc(req)`` (``req`` at or above the
+    mmap threshold): ``ALIGN_UP (nb + SIZE_SZ, pagesize)`` with ``nb = request2size(req)``
+    (MALLOC_ALIGNMENT == CHUNK_HDR_SZ on x86-64). 128 MiB -> 128 MiB + 4 KiB."""
+    nb = request2size(req)
+    return -(-(nb + SIZE_SZ) // pagesize) * pagesize
+
+
+class Malloc1:
+    """will-it-scale ``tests/malloc1.c`` ("malloc/free of 128MB"): each task loops
+    ``addr = malloc(128UL*1024*1024); free(addr); (*iterations)++;`` and touches nothing itself.
+
+    glibc serves the request with ``sysmalloc_mmap``: ``mmap`` of 128 MiB + 4 KiB (a private anonymous
+    mapping placed by ``__get_unmapped_area``, mm/mmap.py ``placement``), then ``set_head`` writes the
+    chunk header (``prev_size`` = 0 and ``size | IS_MMAPPED``) at the start of the mapping: the one
+    first touch, a write fault at ``vma.start``; ``free`` → ``munmap_chunk`` → ``munmap`` of the same
+    range (mm/munmap.py ``vm_munmap``). Whether that fault is a THP (2 MiB cleared) or a 4 KiB page
+    depends only on the mapping's alignment, i.e. on the kernel's placement policy.
+
+    The anonymous-folio LRU and memcg model (mm/lru_anon.py) is on for this workload. Rates are
+    counted as will-it-scale samples them, over a window in which every task is past its ``warmup``
+    iterations (the harness's warm-up) and none has finished (:meth:`window_rates`)."""
+
+    name = "will-it-scale/malloc1"
+    description = "will-it-scale malloc1: malloc(128M) + free in a loop; glibc mmaps 128M+4K, writes its header"
+    params = {
+        "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
+        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                          parse_choice("processes", "threads"), "processes, threads"),
+        "size": ParamInfo(128 * 1024 * 1024, "bytes per malloc (malloc1.c: 128UL*1024*1024)", parse_lm_bytes,
+                          "a size like 128m"),
+        "loops": ParamInfo(20, "malloc/free pairs per task after warm-up", parse_int(1), "an integer >= 1"),
+        "warmup": ParamInfo(2, "pairs per task before the measurement starts", parse_int(0), "an integer >= 0"),
+    }
+
+    def command(self, p: dict[str, Any]) -> str:
+        return f"malloc1_{p['mode']} -t {p['nr_task']}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        from mmsim.mm import lru_anon
+
+        m = system.machine
+        n = p["nr_task"]
+        if n > m.ncpus:
+            raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+        if p["size"] < MMAP_THRESHOLD_MIN:
+            raise UserError("-p size", p["size"], f"at least {MMAP_THRESHOLD_MIN} (glibc's mmap threshold; "
+                            "smaller requests come from the heap, not modelled)")
+        from mmsim.mm.mmap import MMAP_BASE, PMD_SIZE
+
+        per_mm = n if p["mode"] == "threads" else 1  # mappings one mm holds at once
+        limit = MMAP_BASE // per_mm - 2 * PMD_SIZE  # each with its alignment padding, below mmap_base
+        if malloc_mmap_size(p["size"]) > limit:
+            raise UserError("-p size", p["size"], f"at most {limit >> 30}g for {per_mm} mapping(s) of one mm below "
+                            "mmap_base (larger fails with ENOMEM)")
+        system.page_alloc.track_owners = True
+        lru_anon.enable(system)
+        cpus = list(range(n))
+        shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
+        st: dict[str, Any] = {"ops": [0] * n, "spans": [0] * n, "kinds": {}, "done_at": [[] for _ in cpus]}
+        system.workload_state = st
+        for i in cpus:
+            mm = shared if shared is not None else MmStruct(system, home_cpu=i)
+            t = Task(i, f"malloc1/{i}", cpu=i, mm=mm)
+            system.sched.spawn(t, self._task(system, t, i, cpus if shared is not None else [i], p))
+
+    def _task(self, s: Any, t: Task, i: int, mm_cpus: list[int], p: dict[str, Any]) -> Generator[Any, Any, None]:
+        from mmsim.mm.munmap import vm_munmap
+
+        mm: MmStruct = t.mm
+        st = s.workload_state
+        length = malloc_mmap_size(p["size"])
+        sys_ns = int(SYSCALL_CYCLES / s.machine.freq_ghz)
+        start = s.engine.now
+        for it in range(p["warmup"] + p["loops"]):
+            if it == p["warmup"]:
+                start = s.engine.now
+            yield s.counters.busy(t.cpu, "malloc1 [syscall]", sys_ns)
+            vma = yield from mm.mmap_pgoff(t, length, kind="anon")
+            kind = yield from memory.handle_mm_fault(t, mm, vma, vma.start, write=True)  # set_head()
+            st["kinds"][kind] = st["kinds"].get(kind, 0) + 1
+            yield s.counters.busy(t.cpu, "malloc1 [syscall]", sys_ns)
+            yield from vm_munmap(t, mm, vma, mm_cpus)
+            st["done_at"][i].append(s.engine.now)
+            if it >= p["warmup"]:
+                st["ops"][i] += 1
+        st["spans"][i] = s.engine.now - start
+        s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
+
+    @staticmethod
+    def window_rates(done_at: list[list[int]], warmup: int) -> list[float] | None:
+        """will-it-scale's sampling: iterations per second of each task over one window in which every
+        task is past its warm-up and still running (from the last task's end of warm-up to the first
+        task's last iteration). None if the tasks' measured stretches do not overlap."""
+        if warmup < 1 or any(len(d) <= warmup for d in done_at):
+            return None
+        lo = max(d[warmup - 1] for d in done_at)
+        hi = min(d[-1] for d in done_at)
+        if hi <= lo:
+            return None
+        return [sum(1 for x in d if lo < x <= hi) / ((hi - lo) / 1e9) for d in done_at]
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        st = system.workload_state
+        rates = self.window_rates(st["done_at"], p["warmup"])
+        if rates is None:  # no common window: each task's own measured stretch
+            rates = [ops / (ns / 1e9) for ops, ns in zip(st["ops"], st["spans"], strict=True) if ns]
+        per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
+        kinds = st["kinds"]
+        total = sum(kinds.values()) or 1
+        return {
+            f"will-it-scale.{per}": round(sum(rates) / len(rates), 2) if rates else 0.0,
+            "will-it-scale.workload": round(sum(rates), 2),
+            "malloc1.thp_fault_share": round(kinds.get("thp", 0) / total, 4),
+        }
+
+
+register(Malloc1())
+
+
 # --- issue 22: page_fault2 / page_fault3 (tmpfs file mappings) ---
 
 class _FileFault:
