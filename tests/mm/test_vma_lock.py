@@ -13,9 +13,9 @@ from mmsim.kernels import resolve
 from mmsim.machine.model import Machine
 from mmsim.metrics.events import VmEvent
 from mmsim.mm import memory
+from mmsim.mm.lru_anon import PAGEVEC_SIZE, state
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.shmem import ShmemInode, shmem_file_setup
-from mmsim.mm.swap import PAGEVEC_SIZE, lru_state
 from mmsim.mm.system import System
 
 PAGE = 4096
@@ -157,7 +157,8 @@ def test_lru_add_batches(tiny: Machine) -> None:
     s = _system(tiny, "v6.6")
     inode = shmem_file_setup(s, 0, 40 * PAGE)
     _faults(s, MmStruct(s, 0), 40, write=True, file=inode)
-    st = lru_state(s)
+    st = state(s)
+    assert st is not None
     assert st.nr_lru == [2 * PAGEVEC_SIZE, 0] and len(st.batches[0]) == 40 - 2 * PAGEVEC_SIZE
     assert s.locks.stats["&lruvec->lru_lock"].acquisitions == 2
 

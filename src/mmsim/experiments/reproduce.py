@@ -134,7 +134,7 @@ class Experiment:
 
 # One module per experiment under mmsim.experiments; each calls register().
 _MODULES = ("exp_split_pmd", "exp_clear_order", "exp_pcp_free_high", "exp_hugetlb_rwsem", "exp_autonuma_scan",
-            "exp_mmap_align")  # issue 22
+            "exp_mmap_align", "exp_vma_lock")  # issue 22
 
 EXPERIMENTS: dict[str, Experiment] = {}
 

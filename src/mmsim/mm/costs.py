@@ -127,11 +127,6 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "shmem_add_to_page_cache": (150, 150),
     # mm/shmem.c shmem_recalc_inode under info->lock: alloced/swapped arithmetic. estimate
     "shmem_recalc_inode": (40, 40),
-    # mm/swap.c folio_add_lru: folio_get, local_lock, folio_batch_add. estimate
-    "folio_add_lru": (40, 40),
-    # mm/swap.c lru_add_fn per folio under lru_lock: folio_set_lru, lruvec_add_folio (list add,
-    # update_lru_size), folio_put of the batch reference. estimate
-    "lru_add_fn": (60, 60),
     # mm/memory.c finish_fault (v6.6): pte_offset_map_lock, set_pte_range (mk_pte, set_pte_at,
     # add_mm_counter, update_mmu_cache_range); the rmap atomic is charged apart. estimate
     "finish_fault": (250, 220),

@@ -26,7 +26,7 @@ from collections.abc import Generator
 from typing import Any
 
 from mmsim.engine.core import Task
-from mmsim.mm import memory
+from mmsim.mm import lru_anon, memory
 from mmsim.mm.costs import path
 from mmsim.mm.pgtable import PMD_SHIFT, note_pte_node
 from mmsim.mm.shmem import (
@@ -38,7 +38,6 @@ from mmsim.mm.shmem import (
     folio_unlock,
     shmem_fault,
 )
-from mmsim.mm.swap import folio_add_lru
 from mmsim.mm.vma_lock import RETRY
 
 PAGE_SHIFT = 12
@@ -136,7 +135,7 @@ def finish_fault(
 ) -> Generator[Any, Any, None]:
     """``finish_fault`` → ``set_pte_range`` under the PTE lock: ``folio_add_file_rmap_range`` (an atomic on
     the file folio's ``_mapcount``) or, for a COW copy, ``folio_add_new_anon_rmap`` (a page nobody else
-    sees) and ``folio_add_lru_vma``."""
+    sees), its memcg charge and ``folio_add_lru_vma`` (mm/lru_anon.py: released by munmap)."""
     s = mm.system
     pt = mm.pgtables
     slot = addr >> PMD_SHIFT
@@ -150,8 +149,8 @@ def finish_fault(
     pt.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511] = True
     note_pte_node(pt, slot, (addr >> PAGE_SHIFT) & 511, node)
     lk.release(task)
-    if anon_key is not None:
-        yield from folio_add_lru(task, s, node)
+    if anon_key is not None:  # set_pte_range: folio_add_new_anon_rmap + folio_add_lru_vma (and its charge)
+        yield from lru_anon.new_anon_folio(task, s, node, 1, (id(mm), slot))
 
 
 def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, Any, bool]:

@@ -13,11 +13,12 @@ fault sleep on the hashed folio wait queue, ``folio_wait_bit_common``, until
 ``folio_unlock`` → ``folio_wake_bit`` hands the lock to the first exclusive
 waiter, as ``wake_page_function`` does since v5.9). If the index is a hole,
 ``shmem_alloc_and_add_folio``: allocate an order-0 folio (tmpfs ``huge=never``,
-the default), set it locked, ``shmem_add_to_page_cache`` under
-``xa_lock_irq(i_pages)`` (losing a race to another inserter frees the page and
-looks again), ``shmem_recalc_inode`` under ``info->lock``, ``folio_add_lru``
-(mm/swap.py), then clear it (``clear_highpage``: a hole reads as zeroes) and
-mark it uptodate. The folio is returned locked (``VM_FAULT_LOCKED``).
+the default), set it locked, ``shmem_add_to_page_cache`` (the memcg charge, then
+the insert under ``xa_lock_irq(i_pages)``; losing a race to another inserter frees
+the page and looks again), ``shmem_recalc_inode`` under ``info->lock``,
+``folio_add_lru`` (the per-CPU batches and ``lruvec->lru_lock`` of mm/lru_anon.py,
+which a tmpfs file switches on), then clear it (``clear_highpage``: a hole reads
+as zeroes) and mark it uptodate. The folio is returned locked (``VM_FAULT_LOCKED``).
 
 Keys: a page-cache page is ``("F", ino, index)`` for the LLC model and for
 its ``struct page`` line (:meth:`System.page_line`), shared by every mapping
@@ -33,8 +34,8 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
+from mmsim.mm import lru_anon
 from mmsim.mm.costs import path
-from mmsim.mm.swap import folio_add_lru
 
 I_PAGES_CLASS = "&mapping->i_pages (xa_lock)"
 I_MMAP_CLASS = "&mapping->i_mmap_rwsem"
@@ -93,6 +94,7 @@ def shmem_file_setup(s: Any, home_cpu: int, size: int) -> ShmemInode:
     n: int = getattr(s, "shmem_next_ino", 0) + 1
     s.shmem_next_ino = n
     inode = ShmemInode(s, n, home_cpu, size)
+    lru_anon.enable(s)  # page-cache folios go on the LRU (and are charged to the memcg)
     s.shmem_inodes = [*getattr(s, "shmem_inodes", []), inode]
     return inode
 
@@ -238,6 +240,7 @@ def shmem_alloc_and_add_folio(task: Task, inode: ShmemInode, idx: int) -> Genera
     node: int = s.page_alloc.page_node(pfn)
     if pending:
         yield pending
+    yield from lru_anon.mem_cgroup_charge(task, s, 1)  # shmem_add_to_page_cache: mem_cgroup_charge
     yield inode.xa_lock.acquire(task)  # xas_lock_irq(&xas)
     if idx in inode.pages:
         inode.xa_lock.release(task)
@@ -255,7 +258,7 @@ def shmem_alloc_and_add_folio(task: Task, inode: ShmemInode, idx: int) -> Genera
     ns, ins = path("shmem_recalc_inode", s.machine.freq_ghz)
     yield s.counters.busy(cpu, "shmem_recalc_inode", ns, ins)
     inode.info_lock.release(task)
-    yield from folio_add_lru(task, s, node)
+    yield from lru_anon.folio_add_lru(task, s, node, False)
     from mmsim.mm.memory import clear_user_highpage
 
     yield clear_user_highpage(task, s, node, inode.key(idx))  # clear_highpage; folio_mark_uptodate

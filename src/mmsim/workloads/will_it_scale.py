@@ -247,7 +247,8 @@ class _FileFault:
     every thread makes its own file in its own ``testcase()`` but all share one mm. ``/tmp`` is tmpfs on
     the robot (the profiles run through ``shmem_fault``), so the file is a :class:`~mmsim.mm.shmem.ShmemInode`:
     the first round allocates its pages into the page cache, later rounds find them there (page_fault3
-    maps them, page_fault2 copies each into a new anonymous page, freed by the munmap).
+    maps them, page_fault2 copies each into a new anonymous page, freed by the munmap). munmap is
+    ``vm_munmap`` (mm/munmap.py: the zap under the downgraded read lock, as v4.20+ do it).
     ``warmup`` rounds are run first and not counted (will-it-scale samples after its warm-up)."""
 
     name = ""
@@ -282,6 +283,7 @@ class _FileFault:
             system.sched.spawn(t, self._task(system, t, i, cpus if shared is not None else [i], p))
 
     def _task(self, s: Any, t: Task, i: int, mm_cpus: list[int], p: dict[str, Any]) -> Generator[Any, Any, None]:
+        from mmsim.mm.munmap import vm_munmap
         from mmsim.mm.shmem import shmem_file_setup
 
         mm: MmStruct = t.mm
@@ -304,7 +306,7 @@ class _FileFault:
                     st["ops"][i] += 1
             if pending:
                 yield pending
-            yield from do_munmap(t, mm, vma, mm_cpus)
+            yield from vm_munmap(t, mm, vma, mm_cpus)  # v4.20+: the zap under the downgraded read lock
         st["spans"][i] = s.engine.now - start
         s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
 
