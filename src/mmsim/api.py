@@ -62,7 +62,8 @@ def compare(workload: str, kernels: list[str], machine: str = "tiny", params: di
             workers: int | None = None, store: Any = True, fresh: bool = False,
             progress: ProgressHook | None = None, noise: bool = False) -> Comparison:
     """``mmsim compare``: the kernels (the first is the base) over ``runs`` seeds each; ``noise``:
-    run-to-run variation from modelled sources (:func:`mmsim.experiments.run.apply_noise`)."""
+    run-to-run variation from modelled sources (start skew, timer ticks, device IRQs:
+    :mod:`mmsim.experiments.noise`)."""
     from mmsim.experiments.compare import compare as _compare
     from mmsim.progress import from_counts
 

@@ -271,8 +271,9 @@ def run_cmd(
     perf_json: Annotated[bool, typer.Option("--json-output", "-j", help="perf stat -j: perf's JSON lines only.")]
     = False,
     noise: Annotated[bool | None, typer.Option(
-        "--noise/--no-noise", help="Run-to-run variation from modelled sources (task start skew), seeded per "
-        "run; default: on with -r N > 1, as perf stat -r is for spread.")] = None,
+        "--noise/--no-noise", help="Run-to-run variation from modelled sources (task start skew, timer ticks, "
+        "device IRQs: docs/noise.md), seeded per run; default: on with -r N > 1, as perf stat -r is for "
+        "spread.")] = None,
     store: cli_workflow.StoreOpt = None,
     no_store: cli_workflow.NoStoreOpt = False,
     progress: cli_workflow.ProgressOpt = None,

@@ -103,6 +103,9 @@ def validate_cmd(
         str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
                           "models vs native lock contention), native (workloads on this host's kernel), or all.")
     ] = "all",
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress", help="Progress on stderr: a rich bar with ETA per suite (default on a "
+        "terminal; else one line per case).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Validation suites: machine primitives against published and native measurements (level 0), and
@@ -125,21 +128,26 @@ def validate_cmd(
     from mmsim.machine import get_machine
 
     get_machine(machine)  # a bad --machine fails before anything runs
+    from mmsim.cli_progress import ProgressView
+
     rows: list[dict[str, Any]] = []
-    if suite in ("primitives", "all"):
-        from mmsim.native.primitives import validate_primitives
-
-        _progress("suite primitives")
-        rows += validate_primitives(machine, log=_progress)
-    if suite in ("native", "all"):
-        _progress("suite native")
-        rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress)
     lock_rows: list[dict[str, Any]] = []
-    if suite in ("locks", "all"):
-        from mmsim.native.locks import validate_locks
+    view = ProgressView("validate", progress)
+    with view:
+        if suite in ("primitives", "all"):
+            from mmsim.native.primitives import validate_primitives
 
-        _progress("suite locks")
-        lock_rows = validate_locks(machine, log=_progress)
+            _progress("suite primitives")
+            rows += validate_primitives(machine, log=_progress, progress=view.hook)
+        if suite in ("native", "all"):
+            _progress("suite native")
+            rows += validate(machine, size=size, seconds=seconds, repeats=repeats, log=_progress,
+                             progress=view.hook)
+        if suite in ("locks", "all"):
+            from mmsim.native.locks import validate_locks
+
+            _progress("suite locks")
+            lock_rows = validate_locks(machine, log=_progress, progress=view.hook)
     if json_out:
         _emit_json(rows + lock_rows)
     else:

@@ -49,7 +49,8 @@ MaxMemoryOpt = Annotated[str | None, typer.Option(
     "--max-memory", help="Refuse a run estimated above SIZE of host memory (default 8g or $MMSIM_MAX_MEMORY).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Run even beyond --max-events / --max-memory.")]
 NoiseOpt = Annotated[bool, typer.Option(
-    "--noise", help="Run-to-run variation from modelled sources (task start skew), seeded per run.")]
+    "--noise", help="Run-to-run variation from modelled sources (task start skew, timer ticks, device IRQs: "
+    "docs/noise.md), seeded per run.")]
 
 
 def guard_limits(max_events: str | None, max_memory: str | None, force: bool) -> AbstractContextManager[Any]:

@@ -11,7 +11,9 @@ line per event otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +49,30 @@ def from_counts(hook: ProgressHook | None, experiment: str) -> Callable[[int, in
         hook(ProgressEvent(experiment, arm_label(last), "end", done, total, wall))
 
     return update
+
+
+class Steps:
+    """Start and end events for ``total`` named steps of one experiment (``mmsim validate``'s cases)::
+
+        steps = Steps(hook, "validate locks", 8)
+        with steps("ticket hold=0"):
+            ...
+
+    A ``None`` hook makes it a no-op, so library code calls it unconditionally.
+    """
+
+    def __init__(self, hook: ProgressHook | None, experiment: str, total: int) -> None:
+        self.hook, self.experiment, self.total, self.done = hook, experiment, total, 0
+
+    def __call__(self, label: str) -> AbstractContextManager[None]:
+        return self._step(label)
+
+    @contextmanager
+    def _step(self, label: str) -> Iterator[None]:
+        if self.hook is not None:
+            self.hook(ProgressEvent(self.experiment, label, "start", self.done, self.total))
+        t0 = time.monotonic()
+        yield
+        self.done += 1
+        if self.hook is not None:
+            self.hook(ProgressEvent(self.experiment, label, "end", self.done, self.total, time.monotonic() - t0))

@@ -56,7 +56,7 @@ def test_noise_gives_repeats_a_spread_from_start_skew(capsys: Cap) -> None:
     noisy = [run(RunSpec(**{**spec.__dict__, "seed": s, "noise": True})) for s in (0, 1, 0)]
     assert noisy[0].metrics != noisy[1].metrics  # each seed its own start skew...
     assert noisy[0].to_dict() | {"sim": {}} == noisy[2].to_dict() | {"sim": {}}  # ...and the same one again
-    assert noisy[0].to_dict()["noise"] == "start-skew" and "noise" not in run(spec).to_dict()
+    assert noisy[0].to_dict()["noise"] == "start-skew,timer-tick,device-irq" and "noise" not in run(spec).to_dict()
 
 
 def test_noise_is_part_of_the_store_key() -> None:

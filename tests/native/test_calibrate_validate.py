@@ -188,3 +188,37 @@ def test_calibrate_to_a_directory_fails_before_measuring(capsys: pytest.CaptureF
     assert main(["calibrate", "--out", str(tmp_path)]) == 2
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and "--out" in err
+
+
+def test_validate_progress_lines(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a terminal: one line per case start and end, numbered against the suite's total."""
+    monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases(size, seconds))
+    names = [c.name for c in _small_cases("16m", 0.05)]
+    code = main(["validate", "--suite", "native", "--machine", "tiny", "--size", "16m", "--seconds", "0.05",
+                 "--repeats", "1", "--json"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("mmsim: validate native: ")]
+    assert code == 0 and len(names) == 2
+    assert [ln.split(": ", 2)[2].rsplit(" done in", 1)[0] for ln in err] == [
+        f"[0/2] {names[0]} ...", f"[1/2] {names[0]}", f"[1/2] {names[1]} ...", f"[2/2] {names[1]}"]
+    assert main(["validate", "--suite", "native", "--machine", "tiny", "--size", "16m", "--seconds", "0.05",
+                 "--repeats", "1", "--json", "--no-progress"]) == 0
+    assert "mmsim: validate native:" not in capsys.readouterr().err
+
+
+def test_lock_suite_progress_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsim.native import locks
+    from mmsim.progress import ProgressEvent, Steps
+
+    monkeypatch.setattr(locks, "locktorture_ops", lambda n: 1e6 * min(n, 36))  # no simulation: the events only
+    seen: list[ProgressEvent] = []
+    locks.validate_locks("tiny", native=False, progress=seen.append)
+    n = len(locks.CNA_STOCK)
+    assert [(e.phase, e.done, e.total) for e in seen] == [
+        x for i in range(n) for x in (("start", i, n), ("end", i + 1, n))]
+    assert [e.arm for e in seen[::2]] == [f"locktorture {w} writers on haswell-ex-4s" for w in locks.CNA_STOCK]
+    assert {e.experiment for e in seen} == {"validate locks"}
+    seen.clear()
+    locks.curve_rows(lambda s: None, Steps(seen.append, "curves", 2))
+    assert [(e.phase, e.done, e.arm) for e in seen] == [
+        ("start", 0, "ticket curve on westmere-ex-4s"), ("end", 1, "ticket curve on westmere-ex-4s"),
+        ("start", 1, "queued curve on westmere-ex-4s"), ("end", 2, "queued curve on westmere-ex-4s")]

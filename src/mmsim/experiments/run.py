@@ -5,12 +5,14 @@ reproduce) is built from."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import mmsim.machine as _machine
 from mmsim.errors import UserError
 from mmsim.experiments import guard as _guard
+from mmsim.experiments import noise as _noise
 from mmsim.kernels.catalog import resolve_kernel
 from mmsim.metrics.events import PROC_VMSTAT, PerfEvent
 from mmsim.mm.system import System
@@ -39,32 +41,15 @@ class RunSpec:
     noise: bool = False  # run-to-run variation from modelled sources (:func:`apply_noise`), seeded
 
 
-#: The noise sources :func:`apply_noise` models (``RunResult.sim["noise"]``, part of the store key).
-NOISE_SOURCES = "start-skew"
+#: The noise sources :func:`apply_noise` models (``RunResult.noise``, part of the store key).
+NOISE_SOURCES = _noise.SOURCES
 
 
-def apply_noise(system: System) -> None:
-    """Run-to-run variation from its mechanism, drawn from the run's seed (``--noise``).
-
-    *Start skew*: a benchmark's tasks do not start at one instant; each is
-    woken (a fork's child, a barrier's waiter) with its own wake-up latency.
-    Every task spawned at set-up is delayed by an exponential draw with mean
-    the machine's ``wakeup_ns`` (the sourced cost of a wake-up, `machine
-    show`); estimate: plausible mean 0.5-5 x ``wakeup_ns`` (wake-up latency
-    tails). The interleaving that follows — who gets the lock first, which
-    line transfers are remote — then differs per seed, and with it every
-    counter. Nothing is added to the outputs. Timer/IRQ arrivals and memory
-    placement are not modelled yet.
-    """
-    sched = system.sched
-    spawn = sched.spawn
-    rng = system.engine.rng.stream("noise:start-skew")
-    mean = float(system.machine.cost.wakeup_ns)
-
-    def skewed(task: Any, gen: Any, delay: int = 0) -> None:
-        spawn(task, gen, delay + round(rng.exponential(mean)))
-
-    sched.spawn = skewed  # type: ignore[method-assign]  # only the tasks the workload's set-up spawns
+def apply_noise(system: System) -> Callable[[], None]:
+    """Run-to-run variation from its mechanism, drawn from the run's seed (``--noise``): start skew,
+    timer ticks and device interrupts (:mod:`mmsim.experiments.noise`, docs/noise.md). Call it before
+    the workload's set-up and the function it returns after."""
+    return _noise.apply(system)
 
 
 @dataclass
@@ -136,11 +121,10 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     if guard:
         _guard.check(w.name, params, machine, kernel.policies, spec.exact)
     system = System(machine, kernel, spec.seed, exact=spec.exact)
-    if spec.noise:
-        apply_noise(system)
+    after_setup = apply_noise(system) if spec.noise else None
     w.setup(system, params)
-    if spec.noise:
-        del system.sched.spawn  # tasks spawned while running (forks, kworkers) start as before
+    if after_setup is not None:
+        after_setup()  # tasks spawned while running (forks) get interrupts, not a start skew
     t0 = time.perf_counter()
     system.engine.run()
     wall = time.perf_counter() - t0

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mmsim.cbuild import compiled
+from mmsim.progress import ProgressHook, Steps
 
 SOURCE = Path(__file__).with_name("lockbench.c")
 TOLERANCE_PCT = 30.0  # issue 16: every row within +-30 %
@@ -107,7 +108,7 @@ def _row(machine: str, quantity: str, sim: float, ref: float | None, source: str
             "native_cpu_share": share}
 
 
-def native_rows(machine: str, log: Callable[[str], None]) -> list[dict[str, Any]]:
+def native_rows(machine: str, log: Callable[[str], None], steps: Steps | None = None) -> list[dict[str, Any]]:
     from mmsim.machine.host import model_to_host_cpus
 
     host = model_to_host_cpus()
@@ -116,10 +117,11 @@ def native_rows(machine: str, log: Callable[[str], None]) -> list[dict[str, Any]
         return []
     cpus = (host[0], host[1])
     rows = []
+    steps = steps or Steps(None, "", 0)
     for lock, hold, think in NATIVE_CASES:
-        log(f"locks: native {lock} lock, 2 threads, hold {hold} ns, think {think} ns")
-        nat = native_ns(lock, hold, think, cpus)
-        sim = simulated(machine, lock, 2, hold, think, SIM_ITERS)["ns_per_acq"]
+        with steps(f"native {lock} hold={hold} think={think}"):
+            nat = native_ns(lock, hold, think, cpus)
+            sim = simulated(machine, lock, 2, hold, think, SIM_ITERS)["ns_per_acq"]
         q = f"{lock} 2 threads hold={hold} think={think} ns/acq"
         if nat is None:
             rows.append(_row(machine, q, sim, None, "native lockbench did not run (no C compiler?)", "native"))
@@ -129,12 +131,13 @@ def native_rows(machine: str, log: Callable[[str], None]) -> list[dict[str, Any]
     return rows
 
 
-def curve_rows(log: Callable[[str], None]) -> list[dict[str, Any]]:
+def curve_rows(log: Callable[[str], None], steps: Steps | None = None) -> list[dict[str, Any]]:
     rows = []
+    steps = steps or Steps(None, "", 0)
     for lock in ("ticket", "queued"):
-        log(f"locks: model curve, {lock} lock on {CURVE_MACHINE}")
-        pts = {n: simulated(CURVE_MACHINE, lock, n, CURVE_HOLD_NS, CURVE_THINK_NS, CURVE_ITERS)["acq_per_s"]
-               for n in CURVE_THREADS}
+        with steps(f"{lock} curve on {CURVE_MACHINE}"):
+            pts = {n: simulated(CURVE_MACHINE, lock, n, CURVE_HOLD_NS, CURVE_THINK_NS, CURVE_ITERS)["acq_per_s"]
+                   for n in CURVE_THREADS}
         peak = max(pts, key=lambda n: pts[n])
         for n, v in pts.items():
             rows.append(_row(CURVE_MACHINE, f"{lock} {n} threads acq/s", v, None,
@@ -162,12 +165,13 @@ def locktorture_ops(nwriters: int) -> float:
     return float(r.metrics["locktorture.writes_per_second"])
 
 
-def published_rows(log: Callable[[str], None]) -> list[dict[str, Any]]:
+def published_rows(log: Callable[[str], None], steps: Steps | None = None) -> list[dict[str, Any]]:
     """The locktorture curve against the CNA cover letter's stock qspinlock numbers."""
     sim: dict[int, float] = {}
+    steps = steps or Steps(None, "", 0)
     for n in CNA_STOCK:
-        log(f"locks: locktorture spin_lock, {n} writers on {CNA_MACHINE}")
-        sim[n] = locktorture_ops(n)
+        with steps(f"locktorture {n} writers on {CNA_MACHINE}"):
+            sim[n] = locktorture_ops(n)
     rows = [_row(CNA_MACHINE, f"locktorture {n} writers / 1 writer", sim[n] / sim[1], CNA_STOCK[n] / CNA_STOCK[1],
                  CNA_SOURCE, "published", note=f"simulated {sim[n] / 1e6:.3f} M writes/s")
             for n in CNA_STOCK if n != 1]
@@ -183,6 +187,9 @@ def published_rows(log: Callable[[str], None]) -> list[dict[str, Any]]:
 
 
 def validate_locks(machine: str = "host", log: Callable[[str], None] = lambda s: None,
-                   native: bool = True) -> list[dict[str, Any]]:
-    rows = native_rows(machine, log) if native else []
-    return rows + published_rows(log)
+                   native: bool = True, progress: ProgressHook | None = None) -> list[dict[str, Any]]:
+    """The native rows (unless ``native`` is False) and the published-curve rows; ``progress`` gets a start
+    and an end event per native case and per locktorture writer count."""
+    steps = Steps(progress, "validate locks", (len(NATIVE_CASES) if native else 0) + len(CNA_STOCK))
+    rows = native_rows(machine, log, steps) if native else []
+    return rows + published_rows(log, steps)

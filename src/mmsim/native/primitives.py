@@ -37,6 +37,7 @@ from mmsim.machine.bandwidth import MemoryBandwidth
 from mmsim.machine.llc import SUBPAGE, CacheModel
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters
+from mmsim.progress import ProgressHook, Steps
 
 TOLERANCE_PCT = {"latency": 15.0, "c2c": 15.0, "bandwidth": 20.0}
 ROUNDS = 1000
@@ -225,25 +226,33 @@ def host_rows(label: str, m: Machine, log: Any = lambda s: None) -> list[dict[st
     return rows
 
 
-def validate_primitives(host_machine: str | None = None, log: Any = lambda s: None) -> list[dict[str, Any]]:
+def validate_primitives(host_machine: str | None = None, log: Any = lambda s: None,
+                        progress: ProgressHook | None = None) -> list[dict[str, Any]]:
     """Rows for the six seed presets, the two issue-22 robot machines, and ``host_machine`` (a calibrated
-    YAML or 'host') if given."""
+    YAML or 'host') if given; ``progress`` gets a start and an end event per preset and for the host's
+    native measurements."""
     from mmsim.machine import get_machine
+    from mmsim.machine.presets import PRESETS
 
     names = ["xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
              "icelake-6338-2s", "xeon-phi-7295"]
     names += ["skylake-8170-2s", "cooperlake-8380h-4s"]  # issue 22 robot machines
-    rows = [r for n in names for r in preset_rows(n, get_machine(n))]
-    from mmsim.machine.presets import PRESETS
+    from mmsim.machine.host import config_path
+
+    native = host_machine is not None and not (host_machine != "host" and host_machine in PRESETS) \
+        and not (host_machine == "host" and not config_path().is_file())
+    steps = Steps(progress, "validate primitives", len(names) + native)
+    rows = []
+    for n in names:
+        with steps(n):
+            rows += preset_rows(n, get_machine(n))
 
     if host_machine is not None and host_machine != "host" and host_machine in PRESETS:
         log(f"{host_machine} is a preset, not this host: no native rows for it")
+    elif host_machine is not None and not native:
+        log(f"host is not calibrated ({config_path()} missing): its primitives are estimates, host rows "
+            "skipped; run mmsim calibrate, or pass --machine FILE.yaml")
     elif host_machine is not None:
-        from mmsim.machine.host import config_path
-
-        if host_machine == "host" and not config_path().is_file():
-            log(f"host is not calibrated ({config_path()} missing): its primitives are estimates, host rows "
-                "skipped; run mmsim calibrate, or pass --machine FILE.yaml")
-        else:
+        with steps(f"{host_machine}: native measurements"):
             rows += host_rows(host_machine, get_machine(host_machine), log)
     return rows

@@ -24,6 +24,7 @@ from mmsim.errors import UserError
 from mmsim.native import sysinfo
 from mmsim.native.runner import NativeSpec, run_native
 from mmsim.native.safety import Skip, terminate_as_exception
+from mmsim.progress import ProgressHook, Steps
 
 NATIVE_REPEATS = 3
 NATIVE_TOLERANCE_PCT = 25.0  # issue 15's target for every native case
@@ -145,8 +146,10 @@ def _native(c: Case, repeats: int) -> Side:
 
 
 def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
-             log: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
-    """Run every case; one dict per case (``case``, ``native``, ``simulated``, ``error_pct``, ...)."""
+             log: Callable[[str], None] = lambda s: None, progress: ProgressHook | None = None,
+             ) -> list[dict[str, Any]]:
+    """Run every case; one dict per case (``case``, ``native``, ``simulated``, ``error_pct``, ...).
+    ``progress`` gets a start and an end event per case."""
     import mmsim.machine as _machine
 
     _machine.get_machine(machine)  # a bad --machine fails before anything runs
@@ -155,13 +158,17 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
     if machine == "host" and not config_path().is_file():
         log(f"host is not calibrated ({config_path()} missing): its cost model is estimates; run mmsim calibrate")
     kernel = closest_kernel()
+    todo = cases(size, seconds)
+    steps = Steps(progress, "validate native", len(todo))
+    rows = []
     with terminate_as_exception():
-        rows = [_case_row(c, machine, kernel, repeats, log) for c in cases(size, seconds)]
+        for c in todo:
+            with steps(c.name):
+                rows.append(_case_row(c, machine, kernel, repeats, log))
     return rows
 
 
 def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
-    log(c.name)
     nat = _native(c, repeats)
     sim = _simulate(c, machine, kernel) if nat.value is not None else Side()
     err = None
