@@ -6,10 +6,9 @@ quantity *in this process only* (the model's own constants stay as they are)
 and runs both arms. The variants:
 
 * ``model``: the model as committed.
-* ``handoff-2x``: a contended qspinlock hand-off costs two line transfers
-  instead of one (the queue head re-reads the lock word after the unlock,
-  then needs the line exclusive again for ``set_locked``).
-  ``handoff-<F>x`` scales it by any F.
+* ``handoff-2x``: every lock cache line transfer (a contended qspinlock
+  hand-off included) costs twice the machine's figure; ``handoff-<F>x``
+  scales it by any F. The struct page lines are not scaled.
 * ``copy-1.6x`` / ``copy-2.4x``: user copies run 1.6 / 2.4 times faster
   (16 / 24 L1D fill buffers instead of 10 in the copy rate); ``copy-<F>x``.
 * ``cs+N``: every critical section under ``zone->lock`` costs N ns more, a
@@ -40,7 +39,6 @@ from unittest import mock
 import mmsim.net.skbuff as skbuff
 from mmsim.experiments.reproduce import EXPERIMENTS, _load
 from mmsim.experiments.run import run
-from mmsim.locks.spinlock import Spinlock
 from mmsim.mm.page_alloc import PageAllocator
 
 ZONE_CS = {"free_pcppages_bulk", "rmqueue_bulk", "__rmqueue", "free_one_page"}
@@ -59,15 +57,28 @@ def _cs_extra(ns: int) -> Any:
     return mock.patch.object(PageAllocator, "_charge_cs", charge)
 
 
-def _handoff(factor: float) -> Any:
-    orig_init = Spinlock.__init__
+@contextmanager
+def _handoff(factor: float) -> Iterator[None]:
+    """Every lock cache line's transfers scaled by ``factor``: the LineCosts tables lock lines read
+    (mmsim.locks.base.line_costs) are built from a copy of the machine with its line-transfer figures
+    scaled; the struct page lines (Machine.xfer_ns of the machine itself) are untouched."""
+    import dataclasses
 
-    def init(self: Spinlock, *a: Any, **k: Any) -> None:
-        orig_init(self, *a, **k)
-        base = self._xfer
-        self._xfer = lambda s, d: factor * base(s, d)
+    import mmsim.locks.base as lbase
 
-    return mock.patch.object(Spinlock, "__init__", init)
+    orig = lbase.line_costs
+    made: dict[int, Any] = {}
+    names = ("line_xfer_smt_ns", "line_xfer_socket_ns", "line_xfer_remote_ns", "line_hit_socket_ns",
+             "line_hit_remote_ns")
+
+    def scaled(machine: Any) -> Any:
+        if id(machine) not in made:
+            cost = dataclasses.replace(machine.cost, **{n: factor * getattr(machine.cost, n) for n in names})
+            made[id(machine)] = (machine, orig(dataclasses.replace(machine, cost=cost)))
+        return made[id(machine)][1]
+
+    with mock.patch.object(lbase, "line_costs", scaled):
+        yield
 
 
 DEFAULT = ["model", "handoff-2x", "copy-1.6x", "copy-2.4x", "cs+200", "cs+300", "cs+400", "cs+500", "cs+600",
@@ -123,16 +134,17 @@ def measure(name: str) -> dict[str, Any]:
 def _count(st: Counter[str]) -> Iterator[None]:
     """Count, without changing any cost: blocks freed to the buddy lists and
     their merge levels, and list operations on a ``free_area`` another CPU
-    wrote last (each charged a list-head line and a neighbour's struct page)."""
+    wrote last (each charged the free_area line; the struct page lines are charged apart)."""
     touch_area, free_one = PageAllocator._touch_area, PageAllocator._free_one_page
 
-    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> None:
+    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> float:
         st["free_area ops"] += 1
         st["free_area ops after another CPU"] += z.area_owner[order] != cpu
-        touch_area(self, z, order, cpu)
+        ns: float = touch_area(self, z, order, cpu)
+        return ns
 
-    def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int) -> int:
-        levels: int = free_one(self, z, cpu, pfn, order, stamp)
+    def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int, mt: int = -1) -> int:
+        levels: int = free_one(self, z, cpu, pfn, order, stamp, mt)
         st["blocks freed to buddy"] += 1
         st[f"blocks merging {levels} levels" if levels < 3 else "blocks merging 3+ levels"] += 1
         return levels

@@ -27,7 +27,7 @@ Cap = pytest.CaptureFixture[str]
 PRESETS = {
     "xeon-e5-2699v3-2s", "sgi-uv2000-512", "westmere-ex-4s", "cascadelake-optane-2s",
     "icelake-6338-2s", "xeon-phi-7295", "skylake-8170-2s", "cooperlake-8380h-4s", "host", "tiny",
-    "haswell-ex-4s",
+    "haswell-ex-4s", "sapphirerapids-8480-2s", "tiny-pmem",
 }
 
 

@@ -101,7 +101,9 @@ def validate_cmd(
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Native runs per case (median kept).")] = 3,
     suite: Annotated[
         str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
-                          "models vs native lock contention), native (workloads on this host's kernel), or all.")
+                          "models vs native lock contention), paths (level 2: zone->lock sections vs "
+                          "52166607ecc9's ftrace times, on their own presets), native (workloads on this host's "
+                          "kernel), or all.")
     ] = "all",
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Progress on stderr: a rich bar with ETA per suite (default on a "
@@ -122,7 +124,7 @@ def validate_cmd(
         raise UserError("--size", size, "a size like 256m, 1g (k/m/g = 2^10/2^20/2^30)") from None
     if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
         raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
-    suites = {"primitives", "locks", "native", "all"}
+    suites = {"primitives", "locks", "paths", "native", "all"}
     if suite not in suites:
         raise UserError("--suite", suite, ", ".join(sorted(suites)))
     from mmsim.machine import get_machine
@@ -148,12 +150,20 @@ def validate_cmd(
 
             _progress("suite locks")
             lock_rows = validate_locks(machine, log=_progress, progress=view.hook)
+        path_rows: list[dict[str, Any]] = []
+        if suite in ("paths", "all"):
+            from mmsim.mm.validate_paths import validate_paths
+
+            _progress("suite paths")
+            path_rows = validate_paths(log=_progress)
     if json_out:
-        _emit_json(rows + lock_rows)
+        _emit_json(rows + lock_rows + path_rows)
     else:
+        from mmsim.mm.validate_paths import format_paths
         from mmsim.native.report import format_locks
 
-        _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else []))
+        _emit((format_validate(rows) if rows else []) + (format_locks(lock_rows) if lock_rows else [])
+              + (format_paths(path_rows) if path_rows else []))
 
 
 def _abort_on_sigterm(f: Callable[..., None]) -> Callable[..., None]:

@@ -6,8 +6,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import mmsim.locks.base as lbase
 import mmsim.net.skbuff as skbuff
-from mmsim.locks.spinlock import Spinlock
 from mmsim.mm.page_alloc import PageAllocator
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pcp_sensitivity.py"
@@ -32,12 +32,12 @@ def test_variant_names_parse_strictly() -> None:
 
 def test_variants_change_only_inside_and_restore_the_model() -> None:
     s = _script()
-    charge, init, fill = PageAllocator._charge_cs, Spinlock.__init__, skbuff.FILL_BUFFERS
+    charge, costs, fill = PageAllocator._charge_cs, lbase.line_costs, skbuff.FILL_BUFFERS
     for name in ("cs+300", "handoff-3x", "copy-2.4x"):
         make = s.variant(name)
         with make():
-            changed = (PageAllocator._charge_cs is not charge, Spinlock.__init__ is not init,
+            changed = (PageAllocator._charge_cs is not charge, lbase.line_costs is not costs,
                        skbuff.FILL_BUFFERS != fill)
             assert sum(changed) == 1, (name, changed)
-        assert PageAllocator._charge_cs is charge and Spinlock.__init__ is init and skbuff.FILL_BUFFERS == fill
+        assert PageAllocator._charge_cs is charge and lbase.line_costs is costs and skbuff.FILL_BUFFERS == fill
     assert skbuff.FILL_BUFFERS == 10

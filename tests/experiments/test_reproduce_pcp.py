@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mmsim.experiments.reproduce import reproduce
 
 
@@ -19,8 +21,6 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
     assert a.profile[1]["symbol"] == "native_queued_spin_lock_slowpath"
     # refills are the writer side and do not change
     assert a.counters["pcp_refill"] == b.counters["pcp_refill"]
-    # the parent's spin share is reported as it is (the band starts at 30%: see the notes)
-    assert 0.1 < c["zone_lock_spin_share.parent"].simulated < 0.6
     assert o.to_dict()["bands"]["zone_lock_spin_share.parent"] == [0.3, 0.6]
     # SLUB (v6.6): every remote free of a head or sk_buff lands in the writer's frozen CPU slab
     # (a writer has at most 4 kmalloc-4k heads in flight, a slab holds 8): 3 slabs per writer,
@@ -30,3 +30,12 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
         assert r.counters["slab_free_frozen"] == r.counters["slab_free_slowpath"] == 2 * 2 * 16 * 4 * 160
         assert r.locks["&n->list_lock"]["acquisitions"] == 0
     assert c["all_spinlock_spin_share.parent"].simulated >= c["zone_lock_spin_share.parent"].simulated
+
+
+@pytest.mark.xfail(strict=True, reason="issue 19: the parent's zone->lock spin share is 24.1% with the v6.6 free "
+                   "path, below its 30-60% band (docs/pcp-free-high.md); strict: passing means the doc must change")
+def test_pcp_free_high_parent_spin_share_is_in_its_band() -> None:
+    (o,) = reproduce(["pcp-free-high"])
+    c = {ch.metric: ch for ch in o.checks}
+    assert c["zone_lock_spin_share.parent"].ok, c["zone_lock_spin_share.parent"].to_dict()
+    assert o.ok

@@ -61,6 +61,11 @@ V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    "pcp_batch_scale_max": "off",
+    "pcp_alloc_factor": "off",
+    "pcp_high_tuning": "off",
+    "pcp_below_high": "off",
+    "pcp_free_count": "off",
     # issue 22: mappings and THP alignment
     "thp_anon_align": "off",
     "dev_zero_align": "off",

@@ -24,12 +24,14 @@ NAMES = [
     "westmere-ex-4s",
     "cascadelake-optane-2s",
     "icelake-6338-2s",
+    "sapphirerapids-8480-2s",
     "xeon-phi-7295",
     "skylake-8170-2s",
     "cooperlake-8380h-4s",
     "host",
     "tiny",
     "haswell-ex-4s",
+    "tiny-pmem",
 ]
 COST_FIELDS = [f.name for f in dataclasses.fields(CostModel) if f.name != "sources"]
 

@@ -30,17 +30,18 @@ TOTAL_PAGES = 2 * GIB // 4096  # two 1 GiB nodes = 524288 pages
 # Shared prefix of every first fault in a fresh mm (t in ns):
 #   page_fault 1000 → 1000; mmap_sem down_read 0; handle_mm_fault 300 → 1300;
 #   __pmd_alloc: get_page_from_freelist 60 → 1360, PCP empty → rmqueue_bulk of
-#   batch 31 pages under zone->lock: 31 × 150 = 4650 → 6010; clear 4096 B:
-#   int(4096/10)+1 = 410 → 6420; link under mm->page_table_lock (0 ns).
-PMD_ALLOC_DONE = 6420
-# THP: __rmqueue order 9: 150 → 6570; clear 2 MiB: int(2097152/10)+1 = 209716 →
-# 216286; pte_alloc_one from the PCP: 60 → 216346; PMD lock (0);
-# __do_huge_pmd_anonymous_page 300 → 216646; deposit, rss_stat, nr_ptes atomics 0.
-THP_DONE = 216_646
-# 4 KiB: __pte_alloc: 60 → 6480, clear 410 → 6890, populate under page_table_lock;
-# do_anonymous_page: PCP fast path 60 + clear 410 → 7360; PTE lock;
-# do_anonymous_page path 400 → 7760.
-ANON_DONE = 7760
+#   batch 31 pages under zone->lock: 31 × 70 = 2170 → 3530; clear 4096 B:
+#   int(4096/10)+1 = 410 → 3940; link under mm->page_table_lock (0 ns).
+PMD_ALLOC_DONE = 3940
+# THP: __rmqueue order 9: 70 → 4010; clear 2 MiB: int(2097152/10)+1 = 209716 →
+# 213726; pte_alloc_one from the PCP: 60 → 213786; PMD lock (0);
+# __do_huge_pmd_anonymous_page 300 → 214086; deposit, rss_stat, nr_ptes atomics 0;
+# the 511 tail struct pages (prep_compound_page) were last written by CPU 0 itself: 0.
+THP_DONE = 214_086
+# 4 KiB: __pte_alloc: 60 → 4000, clear 410 → 4410, populate under page_table_lock;
+# do_anonymous_page: PCP fast path 60 + clear 410 → 4880; PTE lock;
+# do_anonymous_page path 400 → 5280.
+ANON_DONE = 5280
 
 
 def _system(tiny: Machine, kernel: str, **overrides: str) -> tuple[System, MmStruct, Task]:
@@ -100,7 +101,7 @@ def test_thp_fault(tiny: Machine, kernel: str, pmd_lock: str) -> None:
     assert "ptlock_ptr(pte page)" not in locks
     prof = s.counters.prof_ns[0]
     assert prof["clear_page_erms"] == 410 + 209_716
-    assert prof["rmqueue_bulk"] == 4650 and prof["__rmqueue"] == 150
+    assert prof["rmqueue_bulk"] == 2170 and prof["__rmqueue"] == 70
 
 
 def test_thp_fault_then_same_huge_page_is_mapped(tiny: Machine) -> None:
@@ -148,10 +149,10 @@ def test_thp_never_gives_only_4k_faults(tiny: Machine) -> None:
     # 1 PMD table + 2 PTE tables (one per 2 MiB) + 3 pages.
     assert vm[VmEvent.PGALLOC_NORMAL] == 6
     assert mm.pgtables.nr_pte_tables == 2
-    # First fault as the misaligned one (7760). Second (same PTE table): entry 1000
-    # + 300, PCP page 60 + clear 410, PTE path 400 = 2170 → 9930. Third (next 2 MiB):
-    # 1300 + __pte_alloc (60 + 410) + 470 + 400 = 2640 → 12570.
-    assert s.engine.now == ANON_DONE + 2170 + 2640 == 12_570
+    # First fault as the misaligned one (5280). Second (same PTE table): entry 1000
+    # + 300, PCP page 60 + clear 410, PTE path 400 = 2170 → 7450. Third (next 2 MiB):
+    # 1300 + __pte_alloc (60 + 410) + 470 + 400 = 2640 → 10090.
+    assert s.engine.now == ANON_DONE + 2170 + 2640 == 10_090
 
 
 def test_thp_madvise_needs_the_advice(tiny: Machine) -> None:

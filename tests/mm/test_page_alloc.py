@@ -99,14 +99,14 @@ def test_split_then_merge_back_exactly(tiny: Machine) -> None:
     assert pa.buddy_free_pages(z) == z.free_pages == ZONE_PAGES - 10
     # free pfn 1: its buddy 0 is in use, no merge.
     assert pa._free_one_page(z, 0, 1, 0, 5) == 0
-    assert z.free_area[0][MIGRATE_MOVABLE] == {1: 5}
+    assert dict(z.free_area[0][MIGRATE_MOVABLE]) == {1: 5}
     # free pfn 0: merges 1 (order 0), 2 (1), 4 (2); stops at order 3 (8 is in use).
     assert pa._free_one_page(z, 0, 0, 0, 7) == 3
-    assert z.free_area[3][MIGRATE_MOVABLE] == {0: 7}  # the newest stamp of the merged blocks
+    assert dict(z.free_area[3][MIGRATE_MOVABLE]) == {0: 7}  # the newest stamp of the merged blocks
     assert not z.free_area[0][MIGRATE_MOVABLE] and not z.free_area[2][MIGRATE_MOVABLE]
     # free pfn 8 (order 3): merges all the way back to one MAX_ORDER block at pfn 0.
     assert pa._free_one_page(z, 0, 8, 3, 9) == MAX_ORDER - 3
-    assert z.free_area[MAX_ORDER][MIGRATE_MOVABLE] == {0: 9}
+    assert dict(z.free_area[MAX_ORDER][MIGRATE_MOVABLE]) == {0: 9}
     assert all(not z.free_area[o][MIGRATE_MOVABLE] for o in range(MAX_ORDER))
     assert z.free_pages == ZONE_PAGES == pa.buddy_free_pages(z)
 
@@ -146,11 +146,13 @@ def test_critical_section_pays_the_lines_it_writes(tiny: Machine) -> None:
     s = System(tiny, resolve("v3.13"), 0)
     assert _alloc(s, 5, 0, 9) == [0]
     # v3.13 has no PCP for order 9: zone->lock line from its home CPU 0 to CPU 5 (same
-    # socket, 50 ns), __rmqueue 150 cycles, and the lines written under the lock, all
-    # last written by CPU 0: free_area[10] (head + neighbour, 2 × 50), the block's struct
-    # page (50), free_area[9] (2 × 50) and the struct page of the freed upper half (50).
-    assert s.engine.now == 50 + 150 + 300
-    assert s.page_alloc.zones[0].free_area[9][MIGRATE_MOVABLE] == {512: COLD}
+    # socket, 50 ns), __rmqueue 70 cycles, and the lines written under the lock, all last
+    # written by CPU 0: the block's struct page (50, a pristine block: no list neighbour),
+    # free_area[10] (50), the freed upper half's struct page (50; the order-9 list was empty)
+    # and free_area[9] (50). After the lock, prep_compound_page writes 511 tail pages, 10 at
+    # a time: 52 transfers of 50 ns.
+    assert s.engine.now == 50 + 70 + 4 * 50 + 52 * 50
+    assert dict(s.page_alloc.zones[0].free_area[9][MIGRATE_MOVABLE]) == {512: COLD}
 
 
 def test_pcp_refill_once_per_batch(tiny: Machine) -> None:
@@ -210,7 +212,7 @@ def test_small_fallback_blocks(tiny: Machine) -> None:
     # requests steal, so its pageblock's free pages move (9 pages, under half of 512: the
     # pageblock stays MOVABLE), and the order-0 page at pfn 0 is taken from the UNMOVABLE list.
     assert pa._rmqueue(z, 0, 0, MIGRATE_UNMOVABLE) == (0, COLD)
-    assert fa[3][MIGRATE_UNMOVABLE] == {8: COLD} and not fa[3][MIGRATE_MOVABLE]
+    assert dict(fa[3][MIGRATE_UNMOVABLE]) == {8: COLD} and not fa[3][MIGRATE_MOVABLE]
     assert z.pb_mt == {}
     # MOVABLE order 1 with only UNMOVABLE blocks of orders 3 and 2: order 3 < pageblock_order/2
     # cannot steal, so the smallest fitting block (order 2) moves alone and splits.
@@ -220,6 +222,6 @@ def test_small_fallback_blocks(tiny: Machine) -> None:
     fa1[2][MIGRATE_UNMOVABLE][b + 600] = COLD
     z1.free_pages = 8 + 4
     assert pa._rmqueue(z1, 2, 1, MIGRATE_MOVABLE) == (b + 600, COLD)
-    assert fa1[1][MIGRATE_MOVABLE] == {b + 602: COLD}
-    assert fa1[3][MIGRATE_UNMOVABLE] == {b + 8: COLD}
+    assert dict(fa1[1][MIGRATE_MOVABLE]) == {b + 602: COLD}
+    assert dict(fa1[3][MIGRATE_UNMOVABLE]) == {b + 8: COLD}
     assert z1.free_pages == 8 + 2 == pa.buddy_free_pages(z1)

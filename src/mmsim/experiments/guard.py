@@ -385,8 +385,14 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
         RDTSCP_PAIR_CYC,
         TICK_NS,
         WARMUP_RUNS,
+        Pmbench,
     )
 
+    if Pmbench.lkp_mode(p):
+        _pmbench_lkp(p, machine, policies, numa, out)
+        tables_lkp = p["processes"] * _slots(max(p["mapsize"], p["setsize"]) << 20)
+        out.memory += tables_lkp * (PTE_TABLE_BYTES + (NUMA_TABLE_BYTES if numa else 0))
+        return
     npages = (p["setsize"] << 20) // PAGE
     llc_ns = max(1.0, float(machine.cache("L3").latency_ns))
     access_ns = (RDTSCP_PAIR_CYC + HISTO_LOOP_CYC + PATTERN_CYC[p["pattern"]] + p["delay"]) / machine.freq_ghz
@@ -427,6 +433,40 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
     per_page = PAGED_BYTES_PER_PAGE if paged else (PAGE // 64) * PMBENCH_LINE_BYTES
     out.memory += npages * per_page + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
     out.what = "access batches and page faults"
+
+
+# The multi-process window model (workloads/pmbench_lkp.py): per process and chunk (100 ms, or a scan period)
+# a few events; per scan up to 8 x scan_size_mb of PTE tables, ~2 events each. Host bytes per page of a map:
+# the dense NUMA arrays (present 1, nid 2, protnone 1, last_cpu 2, scan_ms 8), the struct page stamps (8), the
+# scanner's masks and the chunk's float temporaries (~40, estimate). Wall per event: the pmbench unit's 120 us is
+# for access batches; these events are change_pte_range tables and chunks (~60 us, estimate).
+LKP_BYTES_PER_PAGE = 62
+LKP_US_PER_EVENT = 60.0
+
+
+def _pmbench_lkp(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bool, out: _Work) -> None:
+    """Steady state: the normal mode scans one range (scan_size_mb) per task_scan_max; the tiering mode's
+    processes wholly in DRAM take no hinting fault and scan 8 ranges per task_scan_min (v5.4 task_scan_min /
+    task_scan_max with the default sysctls unless set)."""
+    pages = (max(p["mapsize"], p["setsize"]) << 20) // PAGE
+    procs = p["processes"]
+    size = max(1, int(policies.get("numa_balancing_scan_size_mb", "256")))
+    windows = max(1, -(-pages // (size << 8)))
+    smin = max(1000 // max(1, 2560 // size) if size < 2560 else 1000,
+               int(policies.get("numa_balancing_scan_period_min_ms", "1000")) // windows)
+    smax = max(smin, int(policies.get("numa_balancing_scan_period_max_ms", "60000")) // windows)
+    tiering = int(policies.get("numa_balancing", "0") or 0) & 2
+    period_s, ranges = (smin / 1000, 8) if tiering else (smax / 1000, 1)
+    tables = min(ranges * (size << 8) // 512, -(-pages // 512))
+    window = p["window"] if p["window"] > 0 else -(-pages // (size << 8)) * period_s  # -1: one pass
+    scans = procs * (window / max(0.001, period_s) + 1) if numa else 0
+    chunks = procs * (window + 1) + scans
+    out.small = int(chunks * 3 + scans * tables * 2)
+    out.what = "chunks and PTE tables"
+    out.sim_seconds = window
+    out.threads = 2 * procs
+    out.memory += procs * pages * LKP_BYTES_PER_PAGE + pages * 16
+    out.extra_wall = out.small * (LKP_US_PER_EVENT - WALL_US_PER_EVENT["pmbench"]) / 1e6
 
 
 def estimate(

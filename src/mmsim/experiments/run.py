@@ -4,6 +4,7 @@ reproduce) is built from."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -128,7 +129,12 @@ def run(spec: RunSpec, guard: bool = True) -> RunResult:
     t0 = time.perf_counter()
     system.engine.run()
     wall = time.perf_counter() - t0
-    return _result(spec, system, w, params, wall)
+    res = _result(spec, system, w, params, wall)
+    # the System's tasks, generators and locks reference each other: free a large run's arrays now, not at the
+    # cyclic collector's next pass (a pool worker would otherwise hold them through its next arm)
+    del system
+    gc.collect()
+    return res
 
 
 def frame(results: list[dict[str, Any]]) -> pd.DataFrame:

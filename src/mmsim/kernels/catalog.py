@@ -181,8 +181,9 @@ POLICIES: dict[str, Policy] = {
         Policy("pcp_orders", ("0", "0-3+thp"),
                "orders kept on PCP lists: 0 only, or 0-3 and the THP order (44042b449872, v5.14)",
                "mm/page_alloc.c order_to_pindex()"),
-        Policy("pcp_high", ("6xbatch", "zone_highsize"),
-               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14)",
+        Policy("pcp_high", ("6xbatch", "zone_highsize", "2xbatch"),
+               "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14); "
+               "2xbatch: the debug setting of 52166607ecc9's measurements",
                "mm/page_alloc.c zone_highsize()"),
         _num("percpu_pagelist_high_fraction",
              "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark",
@@ -268,6 +269,28 @@ POLICIES: dict[str, Policy] = {
                "do_read_fault calls ->fault after fault-around under the VMA lock when vm_ops->map_pages "
                "exists (12214eba1992, v6.7); off: VM_FAULT_RETRY, fault-around again under mmap_lock",
                "mm/memory.c do_read_fault(), vmf_can_call_fault()"),
+        # --- issue 19: PCP high auto-tuning (v6.7), patches 4-9 of Huang Ying's series ---
+        Policy("pcp_batch_scale_max", ("off", "0", "1", "2", "3", "4", "5", "6"),
+               "CONFIG_PCP_BATCH_SCALE_MAX: the largest free_factor / alloc_factor (52166607ecc9, v6.7: "
+               "default 5, range 0-6); off: no limit",
+               "mm/Kconfig PCP_BATCH_SCALE_MAX; mm/page_alloc.c nr_pcp_free()"),
+        Policy("pcp_alloc_factor", ("off", "on"),
+               "double the pages a PCP refill takes per refill without a free, halved by every free "
+               "(c0a242394cb9, v6.7)",
+               "mm/page_alloc.c nr_pcp_alloc(), free_unref_page_commit()"),
+        Policy("pcp_high_tuning", ("off", "framework", "auto"),
+               "pcp->high between high_min (the zone_highsize value) and high_max (managed / 8 over the node's "
+               "CPUs): framework keeps high = high_min (90b41691b988), auto raises it on refill and drain and "
+               "lowers it on free_high (51a755c56dc0), both v6.7",
+               "mm/page_alloc.c nr_pcp_high(), nr_pcp_alloc(), zone_set_pageset_high_and_batch()"),
+        Policy("pcp_below_high", ("off", "on"),
+               "ZONE_BELOW_HIGH: below the high watermark, stop raising pcp->high and lower it on free "
+               "(57c0419c5f0e, v6.7)",
+               "mm/page_alloc.c get_page_from_freelist(), nr_pcp_high()"),
+        Policy("pcp_free_count", ("off", "on"),
+               "pcp->free_count (pages freed, halved per allocation) replaces free_factor for free_high "
+               "and the drain size (6ccdcb6d3a74, v6.7)",
+               "mm/page_alloc.c free_unref_page_commit(), nr_pcp_free()"),
         # --- issue 22: mappings and THP alignment (mm/mmap.py) ---
         Policy("thp_anon_align", ("off", "pmd-if-large", "pmd-if-multiple"),
                "__get_unmapped_area of a hint-less anonymous mapping: top-down as it comes (off), aligned to "
@@ -399,6 +422,18 @@ PATCHES: dict[str, Patch] = {
               {"vma_lock_shared_fault": "on"}, "v6.7"),
         Patch("4de8c93a4751", "mm: handle COW faults under the VMA lock", {"vma_lock_cow_fault": "on"}, "v6.7"),
         Patch("12214eba1992", "mm: handle read faults under the VMA lock", {"vma_lock_read_fault": "on"}, "v6.7"),
+        # --- issue 19: PCP high auto-tuning, v3 patches 4-9 (1-3 are above); ids verified in the
+        # upstream listing (docs/sources-page-alloc.md C.1), texts read as in docs/pcp-series.md ---
+        Patch("52166607ecc9", "mm: restrict the pcp batch scale factor to avoid too long latency",
+              {"pcp_batch_scale_max": "5"}, "v6.7"),
+        Patch("c0a242394cb9", "mm, page_alloc: scale the number of pages that are batch allocated",
+              {"pcp_alloc_factor": "on"}, "v6.7"),
+        Patch("90b41691b988", "mm: add framework for PCP high auto-tuning", {"pcp_high_tuning": "framework"}, "v6.7"),
+        Patch("51a755c56dc0", "mm: tune PCP high automatically", {"pcp_high_tuning": "auto"}, "v6.7"),
+        Patch("57c0419c5f0e", "mm, pcp: decrease PCP high if free pages < high watermark",
+              {"pcp_below_high": "on"}, "v6.7"),
+        Patch("6ccdcb6d3a74", "mm, pcp: reduce detecting time of consecutive high order page freeing",
+              {"pcp_free_count": "on", "pcp_free_factor": "off"}, "v6.7"),
         # --- issue 22: mappings and THP alignment ---
         # Merged for v6.8: a robot report names it 6.7.0-rc4-00061-gefa7df3e3bb5 (the mm tree on v6.7-rc4,
         # store id 25380681085). The top-down fix 85b9f46e8ea4 ("mm: thp_get_unmapped_area must honour
@@ -469,6 +504,12 @@ _V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    # issue 19: PCP high auto-tuning (v6.7)
+    "pcp_batch_scale_max": "off",
+    "pcp_alloc_factor": "off",
+    "pcp_high_tuning": "off",
+    "pcp_below_high": "off",
+    "pcp_free_count": "off",
     # --- issue 22: mappings and THP alignment ---
     "thp_anon_align": "off",
     "dev_zero_align": "off",

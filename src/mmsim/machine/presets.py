@@ -614,6 +614,12 @@ from mmsim.machine import presets_mmap as _presets_mmap  # noqa: E402
 
 PRESETS["skylake-8170-2s"] = functools.cache(_presets_mmap.skylake_8170_2s)
 PRESETS["cooperlake-8380h-4s"] = functools.cache(_presets_mmap.cooperlake_8380h_4s)
+from mmsim.machine import presets_pcp as _presets_pcp  # noqa: E402
+
+PRESETS["sapphirerapids-8480-2s"] = functools.cache(_presets_pcp.sapphirerapids_8480_2s)
+from mmsim.machine import presets_numa as _presets_numa  # noqa: E402
+
+PRESETS["tiny-pmem"] = functools.cache(_presets_numa.tiny_pmem)
 
 _DESCRIPTIONS = {
     "xeon-e5-2699v3-2s": "2 x Xeon E5-2699 v3 (Haswell-EP), 72 CPUs, 45 MiB LLC per socket",
@@ -625,8 +631,10 @@ _DESCRIPTIONS = {
     "skylake-8170-2s": "2 x Xeon Platinum 8170 (Skylake-SP), 104 CPUs, 192 GiB: robot lkp-skl-fpga01 (issue 22)",
     "cooperlake-8380h-4s": "4 x Xeon Platinum 8380H (Cooper Lake), 224 CPUs, 192 GiB: robot lkp-cpl-4sp2 (issue 22)",
     "host": "this machine, detected from /sys (or a calibrated ~/.config/mmsim/host.yaml)",
+    "tiny-pmem": "test machine: tiny + a CPU-less 2 GiB slow-memory node per socket",
     "tiny": "8-CPU test machine with round numbers",
     "haswell-ex-4s": "4 x Xeon E7-8895 v3 (Haswell-EX), 144 CPUs: the CNA series' locktorture machine",
+    "sapphirerapids-8480-2s": "2 x Xeon Platinum 8480+ (Sapphire Rapids), 224 CPUs: 52166607ecc9 (issue 19)",
 }
 
 

@@ -69,11 +69,14 @@ class VmEvent(IntEnum):
     CPU_PARTIAL_FREE = 27  # a full slab frozen onto the freeing CPU's partial list
     CPU_PARTIAL_NODE = 28  # a slab moved from the node list to the CPU partial list
     CPU_PARTIAL_DRAIN = 29  # a CPU partial list moved to the node list (__unfreeze_partials)
+    # Not a vm_event_item: pages taken from the buddy lists (rmqueue_bulk refills and rmqueue_buddy),
+    # Huang Ying's "alloc_zone" in the PCP auto-tuning cover letters.
+    ZONE_ALLOC_PAGES = 30
     # CONFIG_PER_VMA_LOCK_STATS vm_event_items (52f238653e45, v6.4): lock_vma_under_rcu's outcomes
-    VMA_LOCK_SUCCESS = 30  # the fault was handled under the VMA lock
-    VMA_LOCK_ABORT = 31  # lock_vma_under_rcu found no usable VMA: the fault goes to mmap_lock
-    VMA_LOCK_RETRY = 32  # handled under the VMA lock until VM_FAULT_RETRY: redone under mmap_lock
-    VMA_LOCK_MISS = 33  # the VMA was detached after it was found (not produced: no concurrent unmap of it)
+    VMA_LOCK_SUCCESS = 31  # the fault was handled under the VMA lock
+    VMA_LOCK_ABORT = 32  # lock_vma_under_rcu found no usable VMA: the fault goes to mmap_lock
+    VMA_LOCK_RETRY = 33  # handled under the VMA lock until VM_FAULT_RETRY: redone under mmap_lock
+    VMA_LOCK_MISS = 34  # the VMA was detached after it was found (not produced: no concurrent unmap of it)
 
     @property
     def vmstat_name(self) -> str:

@@ -22,15 +22,27 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # mm/huge_memory.c __do_huge_pmd_anonymous_page under the PMD lock: mk_huge_pmd, set_pmd_at,
     # page_add_new_anon_rmap, pgtable deposit. estimate
     "__do_huge_pmd_anonymous_page": (300, 300),
-    # mm/page_alloc.c __rmqueue_smallest / expand for one block, under zone->lock. estimate
-    "__rmqueue": (150, 150),
+    # mm/page_alloc.c (v6.6) rmqueue_bulk's loop body for one block, under zone->lock, instructions
+    # counted from the code: __rmqueue's CMA check (~8), __rmqueue_smallest's get_page_from_free_area
+    # (~4) and del_page_from_free_list (page_reported, list_del, __ClearPageBuddy, set_page_private,
+    # nr_free--: ~15), expand with no split (~3), set_pcppage_migratetype, list_add_tail onto the PCP
+    # list and the is_migrate_cma test (~12), loop and call overhead (~25): ~70 at an IPC of ~1.
+    # estimate (plausible 40-100); split levels and struct page lines are charged apart. Was 150
+    # (a rough estimate that included the lines) before issue 19 charged the lines one by one.
+    "__rmqueue": (70, 70),
     # mm/page_alloc.c buffered_rmqueue / rmqueue_pcplist fast path, no zone lock. estimate
     "rmqueue_pcplist": (60, 60),
     # mm/page_alloc.c free_unref_page: free_pages_prepare checks + pcp list add, no zone lock. estimate
     "free_unref_page": (80, 80),
-    # mm/page_alloc.c __free_one_page for one block with no merge (list add, accounting). estimate
-    "__free_one_page": (60, 60),
-    # one merge level of __free_one_page: find_buddy_page_pfn, page_is_buddy, list del. estimate
+    # mm/page_alloc.c (v6.6) free_pcppages_bulk's loop body + __free_one_page for one block with no
+    # merge, instructions counted from the code: list_last_entry, get_pcppage_migratetype, list_del and
+    # the counts (~16); __mod_zone_freepage_state -> __mod_zone_page_state (~20); compaction_capture,
+    # find_buddy_page_pfn + page_is_buddy failing (~15); set_buddy_order, buddy_merge_likely,
+    # add_to_free_list[_tail], page_reporting_notify_free (~30): ~80 at an IPC of ~1. estimate
+    # (plausible 50-110; was 60 before issue 19's count); struct page lines are charged apart.
+    "__free_one_page": (80, 80),
+    # one merge level of __free_one_page (v6.6): find_buddy_page_pfn + page_is_buddy (~15), the
+    # pageblock_order test, page_is_guard, del_page_from_free_list (~15), combined_pfn (~5): ~40. estimate
     "__free_one_page/merge": (40, 40),
     # mm/mmap.c do_mmap_pgoff + get_unmapped_area + vma_link. estimate
     "do_mmap_pgoff": (2000, 2000),

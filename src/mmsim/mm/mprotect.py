@@ -150,6 +150,15 @@ def memmap_node(s: Any, node: int) -> int:
     return int(m.sockets[m.nodes[node].socket].node)
 
 
+def _memmap_latency(s: Any, cpu: int) -> np.ndarray:
+    """Per node, the latency from ``cpu`` to the memory holding that node's struct pages (cached per run)."""
+    cache: dict[int, np.ndarray] = s.__dict__.setdefault("_memmap_lat", {})
+    a = cache.get(cpu)
+    if a is None:
+        a = cache[cpu] = np.array([mem_latency_ns(s, cpu, memmap_node(s, n)) for n in range(len(s.machine.nodes))])
+    return a
+
+
 def _ns(s: Any, cyc: float) -> float:
     return float(cyc / s.machine.freq_ghz)
 
@@ -194,7 +203,7 @@ def change_pte_range(
         sp_miss = touch_lines(s, cpu, sp_key, PTRS_PER_PTE, idx, now)
         if sp_miss:
             # the memmap latency averaged over the looked-up pages' nodes (misses spread in proportion)
-            by_node = np.array([mem_latency_ns(s, cpu, memmap_node(s, n)) for n in range(len(s.machine.nodes))])
+            by_node = _memmap_latency(s, cpu)
             lat = float(by_node[nid[idx]].mean())
             stall = sp_miss * lat / STRUCT_PAGE_MLP
     hits = len(idx) - sp_miss

@@ -22,14 +22,20 @@ b92ca18e8ca5, ``zone_highsize`` after), ``free_factor`` (3b12e7e97938) and the
 per-CPU data cache share > 4 × batch, or the merged rule, LLC slice > 3 × batch).
 
 **Costs.** Instructions of each function body come from :mod:`mmsim.mm.costs`.
-On top, every cache line the code writes costs the transfer from the CPU that
-wrote it last (:meth:`Machine.xfer_ns`): the zone's ``free_area`` list heads
-(one owner per order) and the ``struct page`` of each block touched (its own,
-its buddy's when merging, a list neighbour's). The owners of recently written
-``struct page`` lines are remembered in a bounded table per zone; a line not
-in it counts as last written by the zone's home CPU. This is what makes a
-zone lock hand-off expensive — the data it protects moves with it — and what
-a long batch under one hold amortises.
+On top, every cache line the code touches costs the transfer from the CPU that
+wrote it last (:meth:`Machine.xfer_ns`, HITM while dirty there, HIT once read
+elsewhere): the zone's ``free_area[order]`` line (one owner per order) and,
+one by one as v6.6 touches them, the ``struct page`` lines (issue 19): in
+``free_pcppages_bulk`` the page (``get_pcppage_migratetype``, ``list_del``);
+in ``__free_one_page`` each buddy tested (read), each buddy merged and its two
+free-list neighbours (written), the order+1 buddy ``buddy_merge_likely`` reads
+and the entry the block is inserted next to (head or tail); in
+``__rmqueue_smallest``/``expand`` the block, its list successor, each split
+half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
+and ``prep_compound_page`` write every tail page of a compound block. The
+owners of recent lines are remembered in a bounded table per zone; a line not
+in it counts as last written by the zone's home CPU. So a zone lock hand-off
+moves the data it protects, and a long batch under one hold amortises it.
 """
 
 from __future__ import annotations
@@ -45,30 +51,31 @@ from mmsim.kernels.catalog import size_bytes
 from mmsim.locks.spinlock import Spinlock
 from mmsim.metrics.counters import Counters
 from mmsim.metrics.events import VmEvent
+from mmsim.mm.buddy import (  # noqa: F401 (constants kept importable from here for callers and tests)
+    COLD,
+    FALLBACKS,
+    MAX_ORDER,
+    MIGRATE_MOVABLE,
+    MIGRATE_PCPTYPES,
+    MIGRATE_RECLAIMABLE,
+    MIGRATE_UNMOVABLE,
+    NR_ORDERS,
+    PAGEBLOCK_ORDER,
+    BuddyLists,
+    Zone,
+)
 from mmsim.mm.costs import path
 from mmsim.mm.page_reuse import PageReuse
+from mmsim.mm.pcp import PCPF_FREE_HIGH_BATCH, Pcp, PcpRules
 
 PAGE_SHIFT = 12
 PAGE_SIZE = 4096
-MAX_ORDER = 10  # v6.4+ spelling (inclusive): the largest block is order 10 (4 MiB) on x86-64
-NR_ORDERS = MAX_ORDER + 1
-PAGEBLOCK_ORDER = 9  # HUGETLB_PAGE_ORDER on x86-64
 PAGE_ALLOC_COSTLY_ORDER = 3
 HPAGE_PMD_ORDER = 9
 
-# enum migratetype (include/linux/mmzone.h)
-MIGRATE_UNMOVABLE, MIGRATE_MOVABLE, MIGRATE_RECLAIMABLE = 0, 1, 2
-MIGRATE_PCPTYPES = 3
-# mm/page_alloc.c fallbacks[]
-FALLBACKS = ((MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE), (MIGRATE_RECLAIMABLE, MIGRATE_UNMOVABLE),
-             (MIGRATE_UNMOVABLE, MIGRATE_MOVABLE))
 NR_LOWORDER_PCP_LISTS = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER + 1)
 
-# per_cpu_pages.flags
-PCPF_PREV_FREE_HIGH_ORDER = 0x01
-PCPF_FREE_HIGH_BATCH = 0x02
 
-COLD = -1  # stamp of memory never written since boot
 
 PGALLOC = int(VmEvent.PGALLOC_NORMAL)
 PGFREE = int(VmEvent.PGFREE)
@@ -76,6 +83,7 @@ PCP_REFILL = int(VmEvent.PCP_REFILL)
 PCP_DRAIN = int(VmEvent.PCP_DRAIN)
 PCP_DRAIN_PAGES = int(VmEvent.PCP_DRAIN_PAGES)
 PCP_FREE_HIGH = int(VmEvent.PCP_FREE_HIGH)
+ZONE_ALLOC_PAGES = int(VmEvent.ZONE_ALLOC_PAGES)
 
 
 def zone_batchsize(managed_pages: int, cap_bytes: int = 512 * 1024) -> int:
@@ -119,64 +127,6 @@ def pcp_data_cache_bytes(machine: Any, rule: str) -> int:
     return int(l3.size_kib * 1024 // l3.shared_by)
 
 
-class Zone:
-    __slots__ = (
-        "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "owner_cap",
-        "wmark_min", "wmark_low", "wmark_high", "batch", "high",
-    )
-
-    def __init__(self, node: int, start_pfn: int, pages: int, lock: Spinlock, home: int, owner_cap: int) -> None:
-        self.node = node
-        self.index = node
-        self.start_pfn = start_pfn
-        self.end_pfn = start_pfn + pages
-        self.managed_pages = pages
-        self.free_pages = pages
-        self.lock = lock
-        self.home = home
-        self.free_area: list[list[dict[int, int]]] = [[{}, {}, {}] for _ in range(NR_ORDERS)]
-        top = 1 << MAX_ORDER
-        self.pristine = start_pfn
-        self.pristine_end = start_pfn + (pages // top) * top
-        # memblock_free_all: the tail that is not a whole MAX_ORDER block, as aligned smaller blocks.
-        pfn = self.pristine_end
-        for order in range(MAX_ORDER - 1, -1, -1):
-            if pfn + (1 << order) <= self.end_pfn:
-                self.free_area[order][MIGRATE_MOVABLE][pfn] = COLD
-                pfn += 1 << order
-        self.pb_mt: dict[int, int] = {}  # pageblock index -> migratetype, if not MOVABLE
-        self.area_owner = [home] * NR_ORDERS
-        self.page_owner: dict[int, int] = {}
-        self.owner_cap = owner_cap
-        self.wmark_min = self.wmark_low = self.wmark_high = 0
-        self.batch = self.high = 1
-
-    def pageblock_mt(self, pfn: int) -> int:
-        return self.pb_mt.get(pfn >> PAGEBLOCK_ORDER, MIGRATE_MOVABLE)
-
-    def nr_free(self, order: int) -> int:
-        """``free_area[order].nr_free`` (blocks)."""
-        n = sum(len(d) for d in self.free_area[order])
-        if order == MAX_ORDER:
-            n += (self.pristine_end - self.pristine) >> MAX_ORDER
-        return n
-
-
-class Pcp:
-    """``struct per_cpu_pages`` of one CPU and zone. A list's head is its right end."""
-
-    __slots__ = ("lists", "count", "high", "batch", "free_factor", "flags")
-
-    def __init__(self, nlists: int, high: int, batch: int, flags: int) -> None:
-        self.lists: list[deque[tuple[int, int]]] = [deque() for _ in range(nlists)]
-        self.count = 0
-        self.high = high
-        self.batch = batch
-        self.free_factor = 0
-        self.flags = flags
-
-
 class PcpRow(dict[int, Pcp]):
     """One CPU's PCPs by zone index, each made on first access."""
 
@@ -191,20 +141,26 @@ class PcpRow(dict[int, Pcp]):
         return p
 
 
-class PageAllocator:
-    """Zones, PCPs and the zonelist order of every node."""
+class PageAllocator(BuddyLists):
+    """Zones, PCPs and the zonelist order of every node; the buddy lists and line costs are
+    :class:`mmsim.mm.buddy.BuddyLists`'."""
 
     def __init__(self, system: Any) -> None:
         m = system.machine
         self.system = system
         self.counters: Counters = system.counters
         self._freq = m.freq_ghz
-        self._xfer = m.xfer_ns
+        self._xfer: Callable[..., float] = m.xfer_ns
+        self._ncpus = m.ncpus
+        # transfer cost to each CPU from (last writer << 1 | dirty), built a row at a time on first use
+        self._xrows: list[list[float] | None] = [None] * (2 * m.ncpus)
         self.reuse = PageReuse(m)
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
-        self.free_factor_on = pol("pcp_free_factor") == "on"
-        self.free_high_rule = pol("pcp_free_high")
+        self.rules = PcpRules(pol)
+        self.free_factor_on = self.rules.free_factor_on
+        self.free_count_on = self.rules.free_count_on
+        self.below_high_on = self.rules.below_high_on
         self.nlists = NR_LOWORDER_PCP_LISTS + 1 if self.high_orders else MIGRATE_PCPTYPES
         cap = size_bytes(pol("pcp_batch_cap"))
         batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
@@ -221,11 +177,19 @@ class PageAllocator:
         self._setup_wmarks()
         for z in self.zones:
             z.batch = max(1, zone_batchsize(z.managed_pages, cap)) if batch_set == "auto" else int(batch_set)
-            if pol("pcp_high") == "zone_highsize":
+            if pol("pcp_high") == "2xbatch":
+                z.high = 2 * z.batch  # 52166607ecc9's debug patches: "Set PCP high to be 2 * batch"
+            elif pol("pcp_high") == "zone_highsize":
                 z.high = zone_highsize(z.wmark_low, z.managed_pages, z.batch, len(m.node_cpus(z.node)) or m.ncpus,
                                        int(pol("percpu_pagelist_high_fraction")))
             else:
                 z.high = 6 * z.batch  # pageset_set_batch (v3.x .. v5.13)
+            z.high_max = z.high
+            if self.rules.tuning != "off" and pol("pcp_high") == "zone_highsize" \
+                    and int(pol("percpu_pagelist_high_fraction")) == 0:
+                # 90b41691b988: high_max = zone_highsize at MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)
+                z.high_max = zone_highsize(z.wmark_low, z.managed_pages, z.batch,
+                                           len(m.node_cpus(z.node)) or m.ncpus, 8)
         rule = pol("pcp_free_high_batch")
         cache_pages = pcp_data_cache_bytes(m, rule) >> PAGE_SHIFT if rule != "off" else 0
         mult = 4 if rule == "v1" else 3
@@ -235,7 +199,7 @@ class PageAllocator:
         def make(zi: int) -> Pcp:
             z = zones[zi]
             return Pcp(nlists, z.high, z.batch,
-                       PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0)
+                       PCPF_FREE_HIGH_BATCH if rule != "off" and cache_pages > mult * z.batch else 0, z.high_max)
 
         # pcps[cpu][zone index]; built on first use: most CPU x zone pairs never are.
         self.pcps = [PcpRow(make) for _ in range(m.ncpus)]
@@ -244,6 +208,9 @@ class PageAllocator:
         self._zone_starts = [z.start_pfn for z in self.zones]
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
+        self.lines = 0  # struct page line accesses charged through _line / _tails (for tests)
+        # zone->lock sections by function: [count, ns charged inside them] (validate --suite paths)
+        self.cs_stats: dict[str, list[int]] = {}
         self.last_alloc_hot = False  # was the block just allocated still in the LLC (PageReuse)?
         # owner -> [pfn << 4 | order]: blocks a caller will free by owner (an unmap); kept only
         # when a workload frees what it faulted in (track_owners), so other runs pay nothing.
@@ -296,6 +263,8 @@ class PageAllocator:
         for n in zl:
             z = self.zones[n]
             if z.free_pages - unusable > z.wmark_low:
+                if self.below_high_on and not z.below_high and z.free_pages - unusable <= z.wmark_high:
+                    z.below_high = True  # 57c0419c5f0e: zone_watermark_fast(high) failed
                 return z
         for n in zl:
             z = self.zones[n]
@@ -303,166 +272,15 @@ class PageAllocator:
                 return z
         raise MemoryError(f"out of memory: no node has {1 << order} free pages above its min watermark")
 
-    def _touch_page(self, z: Zone, pfn: int, cpu: int) -> float:
-        """Write the ``struct page`` line of ``pfn``: the transfer from its last writer."""
-        po = z.page_owner
-        own = po.pop(pfn, -1)
-        if own < 0:
-            own = z.home
-            if len(po) >= z.owner_cap:
-                del po[next(iter(po))]
-        po[pfn] = cpu
-        return self._xfer(own, cpu, modified=True) if own != cpu else 0.0
-
-    def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
-        """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
-        (SLUB's ``struct slab``): the transfer from its last writer, in ns."""
-        return self._touch_page(z, pfn, cpu)
-
-    def _touch_area(self, z: Zone, order: int, cpu: int) -> None:
-        """A list operation on ``free_area[order]``: its head line and a neighbour's struct page."""
-        own = z.area_owner[order]
-        if own != cpu:
-            z.area_owner[order] = cpu
-            self._cs += 2 * self._xfer(own, cpu, modified=True)
-
-    # -- the buddy lists (caller holds zone->lock) ----------------------------------
-    def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
-        """``__rmqueue_smallest`` + ``expand``: the first free block of ``mt`` at
-        ``order`` or above, split down; the upper halves go back to the lists."""
-        fa = z.free_area
-        for o in range(order, NR_ORDERS):
-            area = fa[o][mt]
-            if area:
-                pfn, stamp = area.popitem()
-            elif o == MAX_ORDER and z.pristine < z.pristine_end and mt == MIGRATE_MOVABLE \
-                    and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE:
-                pfn, stamp = z.pristine, COLD
-                z.pristine += 1 << MAX_ORDER
-            else:
-                continue
-            self._touch_area(z, o, cpu)
-            self._cs += self._touch_page(z, pfn, cpu)
-            while o > order:
-                o -= 1
-                half = pfn + (1 << o)
-                fa[o][mt][half] = stamp
-                self._touch_area(z, o, cpu)
-                self._cs += self._touch_page(z, half, cpu)
-            z.free_pages -= 1 << order
-            return pfn, stamp
-        return None
-
-    def _rmqueue(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
-        """``__rmqueue``: the requested type, else steal from a fallback type."""
-        got = self._rmqueue_smallest(z, cpu, order, mt)
-        if got is None and self._rmqueue_fallback(z, order, mt):
-            got = self._rmqueue_smallest(z, cpu, order, mt)
-        return got
-
-    def _find_fallback(self, z: Zone, order: int, start_mt: int) -> int:
-        for fmt in FALLBACKS[start_mt]:
-            if z.free_area[order][fmt] or (order == MAX_ORDER and fmt == MIGRATE_MOVABLE
-                                           and z.pristine < z.pristine_end):
-                return fmt
-        return -1
-
-    def _rmqueue_fallback(self, z: Zone, order: int, start_mt: int) -> bool:
-        """``__rmqueue_fallback`` + ``steal_suitable_fallback`` (v6.6): the largest
-        fallback block; for a MOVABLE request that could not steal its pageblock,
-        the smallest instead. A block of pageblock order or more changes its
-        pageblocks' type; a smaller one moves its pageblock's free pages
-        (``move_freepages_block``) and takes the pageblock if that is half of it."""
-
-        def can_steal(cur: int) -> bool:  # can_steal_fallback
-            return cur >= PAGEBLOCK_ORDER // 2 or start_mt != MIGRATE_MOVABLE
-
-        found = -1
-        cur = MAX_ORDER
-        for cur in range(MAX_ORDER, order - 1, -1):
-            found = self._find_fallback(z, cur, start_mt)
-            if found >= 0:
-                break
-        if found < 0:
-            return False
-        if not can_steal(cur) and cur > order:  # find_smallest
-            for cur in range(order, NR_ORDERS):
-                found = self._find_fallback(z, cur, start_mt)
-                if found >= 0:
-                    break
-        area = z.free_area[cur][found]
-        if area:
-            pfn = next(reversed(area))
-        else:
-            pfn = z.pristine
-            z.pristine += 1 << MAX_ORDER
-            area[pfn] = COLD
-        if cur >= PAGEBLOCK_ORDER:
-            for pb in range(pfn >> PAGEBLOCK_ORDER, (pfn + (1 << cur)) >> PAGEBLOCK_ORDER):  # change_pageblock_range
-                self._set_pb_mt(z, pb, start_mt)
-        elif can_steal(cur):
-            moved = self._move_freepages_block(z, pfn, start_mt)
-            if moved >= 1 << (PAGEBLOCK_ORDER - 1):
-                self._set_pb_mt(z, pfn >> PAGEBLOCK_ORDER, start_mt)
-            return True
-        z.free_area[cur][start_mt][pfn] = area.pop(pfn)  # move_to_free_list (single_page)
-        return True
-
-    @staticmethod
-    def _set_pb_mt(z: Zone, pb: int, mt: int) -> None:
-        if mt == MIGRATE_MOVABLE:
-            z.pb_mt.pop(pb, None)
-        else:
-            z.pb_mt[pb] = mt
-
-    @staticmethod
-    def _move_freepages_block(z: Zone, pfn: int, mt: int) -> int:
-        """``move_freepages_block``: every free block inside ``pfn``'s pageblock
-        goes to ``mt``'s lists; returns the pages moved (alike pages are not
-        tracked: every allocated page counts as of another type)."""
-        start = pfn >> PAGEBLOCK_ORDER << PAGEBLOCK_ORDER
-        moved = 0
-        for o in range(PAGEBLOCK_ORDER):
-            lists = z.free_area[o]
-            for p in range(start, start + (1 << PAGEBLOCK_ORDER), 1 << o):
-                for m in range(MIGRATE_PCPTYPES):
-                    if m != mt and p in lists[m]:
-                        lists[mt][p] = lists[m].pop(p)
-                        moved += 1 << o
-        return moved
-
-    def _free_one_page(self, z: Zone, cpu: int, pfn: int, order: int, stamp: int) -> int:
-        """``__free_one_page``: merge with free buddies up to MAX_ORDER; returns
-        the merge levels (for the path cost). The buddy's struct page is read
-        (``page_is_buddy``) at every level."""
-        mt = z.pageblock_mt(pfn)
-        fa = z.free_area
-        levels = 0
-        z.free_pages += 1 << order
-        while order < MAX_ORDER:
-            buddy = pfn ^ (1 << order)
-            self._cs += self._touch_page(z, buddy, cpu)
-            lists = fa[order]
-            for bl in lists:
-                if buddy in bl:
-                    break
-            else:
-                break
-            bstamp = bl.pop(buddy)
-            if bstamp > stamp:
-                stamp = bstamp
-            self._touch_area(z, order, cpu)
-            pfn &= ~(1 << order)
-            order += 1
-            levels += 1
-        fa[order][mt][pfn] = stamp
-        self._touch_area(z, order, cpu)
-        return levels
-
     def _charge_cs(self, cpu: int, func: str, ns: int, ins: int) -> int:
         """Charge a critical section: path instructions + the line transfers it made."""
         extra = int(self._cs)
         self._cs = 0.0
+        st = self.cs_stats.get(func)
+        if st is None:
+            st = self.cs_stats[func] = [0, 0]
+        st[0] += 1
+        st[1] += ns + extra
         return self.counters.busy(cpu, func, ns + extra, ins)
 
     # -- allocation --------------------------------------------------------------------
@@ -481,8 +299,7 @@ class PageAllocator:
             ns, ins = self._pcp_path
             pending += c.busy(cpu, "get_page_from_freelist", ns, ins)
             pcp = self.pcps[cpu][z.index]
-            if self.free_factor_on:
-                pcp.free_factor >>= 1
+            self.rules.on_alloc(pcp)
             lst = pcp.lists[self.pindex(order, mt)]
             if not lst:
                 yield pending
@@ -490,7 +307,10 @@ class PageAllocator:
                 yield from self._rmqueue_bulk(task, z, pcp, lst, order, mt)
             pfn, stamp = lst.pop()
             pcp.count -= 1 << order
-            extra = int(self._touch_page(z, pfn, cpu))  # prep_new_page writes the struct page
+            extra = self._line(z, pfn, cpu, True)  # prep_new_page writes the struct page
+            if order:
+                extra += self._tails(z, pfn, order, cpu)  # prep_compound_page
+            extra = int(extra)
             if extra:
                 pending += c.busy(cpu, "get_page_from_freelist", extra)
         else:
@@ -502,20 +322,22 @@ class PageAllocator:
             ns, ins = path("__rmqueue", self._freq)
             yield self._charge_cs(cpu, "__rmqueue", ns, ins)
             z.lock.release(task)
+            c.vm[cpu][ZONE_ALLOC_PAGES] += 1 << order
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order}")
             pfn, stamp = got
+            if order:
+                pending += c.busy(cpu, "get_page_from_freelist", int(self._tails(z, pfn, order, cpu)))
         self.last_alloc_hot = self.reuse.alloc(cpu, stamp, PAGE_SIZE << order)
         return pfn, pending
 
     def _rmqueue_bulk(
         self, task: Task, z: Zone, pcp: Pcp, lst: deque[tuple[int, int]], order: int, mt: int,
     ) -> Generator[Any, Any, None]:
-        """``rmqueue_bulk`` under ``zone->lock``: ``batch >> order`` (at least 2) blocks."""
+        """``rmqueue_bulk`` under ``zone->lock``: ``nr_pcp_alloc`` blocks (``batch >> order``, at
+        least 2, scaled by ``alloc_factor`` after c0a242394cb9)."""
         cpu = task.cpu
-        batch = pcp.batch
-        if batch > 1 and order:
-            batch = max(batch >> order, 2)
+        batch = self.rules.nr_pcp_alloc(pcp, z, order)
         yield z.lock.acquire(task)
         n = 0
         while n < batch:
@@ -528,7 +350,9 @@ class PageAllocator:
         yield self._charge_cs(cpu, "rmqueue_bulk", ns * n, ins * n)
         z.lock.release(task)
         pcp.count += n << order
-        self.counters.vm[cpu][PCP_REFILL] += 1
+        v = self.counters.vm[cpu]
+        v[PCP_REFILL] += 1
+        v[ZONE_ALLOC_PAGES] += n << order
         if not lst:
             raise MemoryError(f"zone {z.node}: rmqueue_bulk found no order-{order} block")
 
@@ -549,7 +373,7 @@ class PageAllocator:
         ``(node, ns)`` charged but not yielded, or None if a refill is needed.
         (The hot path of every 4 KiB fault: kept lean.)"""
         z = self.zones[node]
-        if z.free_pages <= z.wmark_low:
+        if z.free_pages <= z.wmark_high:
             z = self._pick(node, 0)
         cpu = task.cpu
         pcp = self.pcps[cpu][z.index]
@@ -558,6 +382,8 @@ class PageAllocator:
             return None
         if self.free_factor_on:
             pcp.free_factor >>= 1
+        elif self.free_count_on:
+            pcp.free_count >>= 1
         pfn, stamp = lst.pop()
         pcp.count -= 1
         self.counters.vm[cpu][PGALLOC] += 1
@@ -565,7 +391,7 @@ class PageAllocator:
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
-        ns += int(self._touch_page(z, pfn, cpu))
+        ns += int(self._line(z, pfn, cpu, True))
         return z.node, self.counters.busy(cpu, "get_page_from_freelist", ns, ins)
 
     # -- freeing ------------------------------------------------------------------------
@@ -576,68 +402,44 @@ class PageAllocator:
         c = self.counters
         z = self.zone_of(pfn)
         stamp = self.reuse.stamp(cpu)
-        extra = self._touch_page(z, pfn, cpu)  # free_pages_prepare / put_page on the struct page
+        extra = self._line(z, pfn, cpu, True)  # free_pages_prepare / put_page on the struct page
+        if order:
+            extra += self._tails(z, pfn, order, cpu)  # free_pages_prepare: every tail's flags
         if not self.pcp_allowed_order(order):
             c.vm[cpu][PGFREE] += 1 << order
+            pending += c.busy(cpu, "free_pages_prepare", int(extra))
             if pending:
                 yield pending
             yield z.lock.acquire(task)
             levels = self._free_one_page(z, cpu, pfn, order, stamp)
             ns, ins = self._free_path(1, levels)
-            yield self._charge_cs(cpu, "free_one_page", ns + int(extra), ins)
+            yield self._charge_cs(cpu, "free_one_page", ns, ins)
             z.lock.release(task)
             return 0
         ns, ins = path("free_unref_page", self._freq)
         pending += c.busy(cpu, "free_unref_page", ns + int(extra), ins)
         pcp = self.pcps[cpu][z.index]
         pindex = self.pindex(order, z.pageblock_mt(pfn) if order <= PAGE_ALLOC_COSTLY_ORDER else 0)
-        n = self._free_unref_page_commit(cpu, pcp, pfn, stamp, order, pindex)
+        n = self._free_unref_page_commit(cpu, z, pcp, pfn, stamp, order, pindex)
         if n:
             yield pending
             yield from self._free_pcppages_bulk(task, z, pcp, n, pindex)
+            if z.below_high and z.free_pages > z.wmark_high:
+                z.below_high = False  # 57c0419c5f0e: cleared after a drain above the high watermark
             return 0
         return pending
 
-    def _free_unref_page_commit(self, cpu: int, pcp: Pcp, pfn: int, stamp: int, order: int, pindex: int) -> int:
+    def _free_unref_page_commit(self, cpu: int, z: Zone, pcp: Pcp, pfn: int, stamp: int, order: int,
+                                pindex: int) -> int:
         """``free_unref_page_commit``: add to the PCP; returns how many pages to
-        drain now (0: none). The free_high rule per the kernel's policies."""
+        drain now (0: none), by the kernel's PCP rules (:class:`PcpRules`)."""
         self.counters.vm[cpu][PGFREE] += 1 << order
         pcp.lists[pindex].append((pfn, stamp))
         pcp.count += 1 << order
-        free_high = False
-        rule = self.free_high_rule
-        if rule != "off":
-            if 0 < order <= PAGE_ALLOC_COSTLY_ORDER:
-                if rule == "consecutive":
-                    free_high = pcp.free_factor > 0 and bool(pcp.flags & PCPF_PREV_FREE_HIGH_ORDER)
-                    pcp.flags |= PCPF_PREV_FREE_HIGH_ORDER
-                else:
-                    free_high = pcp.free_factor > 0
-                if free_high and pcp.flags & PCPF_FREE_HIGH_BATCH:
-                    free_high = pcp.count >= pcp.batch
-            elif pcp.flags & PCPF_PREV_FREE_HIGH_ORDER:
-                pcp.flags &= ~PCPF_PREV_FREE_HIGH_ORDER
-        high = 0 if free_high else pcp.high  # nr_pcp_high (no reclaim is active)
-        if pcp.count < high:
-            return 0
+        n, free_high = self.rules.commit(pcp, z, order)
         if free_high:
             self.counters.vm[cpu][PCP_FREE_HIGH] += 1
-            return pcp.count
-        return self._nr_pcp_free(pcp, high)
-
-    def _nr_pcp_free(self, pcp: Pcp, high: int) -> int:
-        """``nr_pcp_free``: batch doubled for every free-only drain (3b12e7e97938),
-        between batch and high - batch; before it, free_hot_cold_page freed ``batch``."""
-        batch = pcp.batch
-        if not self.free_factor_on:
-            return batch
-        if high < batch:
-            return 1
-        lo, hi = batch, high - batch
-        b = batch << pcp.free_factor
-        if b < hi:
-            pcp.free_factor += 1
-        return min(max(b, lo), hi)
+        return n
 
     def _free_pcppages_bulk(self, task: Task, z: Zone, pcp: Pcp, count: int, pindex: int) -> Generator[Any, Any, None]:
         """``free_pcppages_bulk`` under ``zone->lock``: round-robin over the lists,
@@ -655,15 +457,21 @@ class PageAllocator:
                 lst = lists[pindex]
                 if lst:
                     break
-            order = pindex // MIGRATE_PCPTYPES if pindex < NR_LOWORDER_PCP_LISTS else HPAGE_PMD_ORDER
+            if pindex < NR_LOWORDER_PCP_LISTS:
+                order, mt = divmod(pindex, MIGRATE_PCPTYPES)
+            else:
+                order, mt = HPAGE_PMD_ORDER, -1  # the THP list mixes types: page->index = the pageblock's
             nr = 1 << order
             while True:
+                # list_last_entry, get_pcppage_migratetype (page->index), list_del: the page's line. Its
+                # list predecessor (next_pfn's prev write) is this CPU's own PCP entry: no transfer.
                 pfn, stamp = lst.popleft()
+                self._cs += self._line(z, pfn, cpu, True)
                 count -= nr
                 pcp.count -= nr
                 pages += nr
                 blocks += 1
-                levels += self._free_one_page(z, cpu, pfn, order, stamp)
+                levels += self._free_one_page(z, cpu, pfn, order, stamp, mt)
                 if count <= 0 or not lst:
                     break
         ns, ins = self._free_path(blocks, levels)

@@ -62,8 +62,9 @@ from mmsim.locks.spinlock import Spinlock
 from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES, Counters
 from mmsim.metrics.events import VmEvent
+from mmsim.mm.buddy import MIGRATE_UNMOVABLE
 from mmsim.mm.costs import path
-from mmsim.mm.page_alloc import MIGRATE_UNMOVABLE, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE, PageAllocator
+from mmsim.mm.page_alloc import PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE, PageAllocator
 
 # mm/slub.c (v6.6)
 MIN_PARTIAL = 5
@@ -94,7 +95,7 @@ CPU_PARTIAL_ALLOC = int(VmEvent.CPU_PARTIAL_ALLOC)
 CPU_PARTIAL_FREE = int(VmEvent.CPU_PARTIAL_FREE)
 CPU_PARTIAL_NODE = int(VmEvent.CPU_PARTIAL_NODE)
 CPU_PARTIAL_DRAIN = int(VmEvent.CPU_PARTIAL_DRAIN)
-SLAB_EVENTS = tuple(e for e in VmEvent if e >= VmEvent.SLAB_ALLOC_FASTPATH)
+SLAB_EVENTS = tuple(e for e in VmEvent if VmEvent.SLAB_ALLOC_FASTPATH <= e <= VmEvent.CPU_PARTIAL_DRAIN)
 
 
 def order_objects(order: int, size: int) -> int:

@@ -34,6 +34,7 @@ NUMA_STATS = (
     "numa_migrate_failed",  # migrate_misplaced_page failures (target node short of free pages)
     "pgpromote_candidate",  # tiering mode: slow-tier hinting faults considered for promotion
     "pgpromote_success",  # tiering mode: pages promoted to a top-tier node
+    "pgdemote_kswapd",  # tiering mode: pages kswapd demoted to a slow-tier node
 )
 
 

@@ -29,8 +29,9 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.mm.buddy import MIGRATE_UNMOVABLE
 from mmsim.mm.costs import path
-from mmsim.mm.page_alloc import MIGRATE_UNMOVABLE, PAGE_SIZE
+from mmsim.mm.page_alloc import PAGE_SIZE
 from mmsim.mm.slub import SLAB_HWCACHE_ALIGN, KmemCache, Slab, kmalloc_size_roundup
 
 LINE = 64  # SMP_CACHE_BYTES on x86-64

@@ -36,6 +36,8 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mmsim.engine.core import Task
 from mmsim.mm.mprotect import change_prot_numa
 from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE
@@ -139,7 +141,15 @@ def init_task(s: Any, task: Task, mm: Any) -> NumaTask:
 def get_mm_rss(mm: Any) -> int:
     """Resident pages of ``mm`` (``get_mm_rss``), from the page tables."""
     pt = mm.pgtables
-    n = sum(int(b.sum()) for s, b in pt.ptes.items() if pt.pmd.get(s) == PMD_TABLE)
+    n = 0
+    covered: tuple[int, int] | None = None
+    if len(pt.dense) == 1:  # a workload's dense range (pgtable.DenseNuma): one count over its flat array
+        d = pt.dense[0]
+        if all(pt.pmd.get(d.first_slot + k) == PMD_TABLE for k in range(d.nslots)):
+            covered = (d.first_slot, d.first_slot + d.nslots)
+            n += int(np.count_nonzero(d.present))
+    n += sum(int(b.sum()) for s, b in pt.ptes.items() if pt.pmd.get(s) == PMD_TABLE
+             and (covered is None or not covered[0] <= s < covered[1]))
     huge = sum(1 for v in pt.pmd.values() if v == PMD_HUGE)
     return n + 512 * huge
 

@@ -17,6 +17,9 @@ the CPUs the scheduler would spread them to on an idle machine: one
 physical core each, pairs alternating between sockets (load balancing across
 nodes), reader and writer of a pair on neighbouring cores of one socket
 (wake-affine keeps them in one LLC); past one task per core, SMT siblings.
+This is a sourced approximation of v6.6's placement, argued from
+``find_idlest_group``, ``wake_affine_idle`` and ``select_idle_sibling`` in
+docs/pcp-free-high.md ("Task placement").
 
 Oversubscription (more tasks than CPUs, as LKP's ``nr_threads: 200%``): the
 first ``ncpus // 2`` pairs are placed as above, and the tasks of the pairs

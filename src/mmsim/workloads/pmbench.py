@@ -68,6 +68,14 @@ from mmsim.mm.mprotect import mem_latency_ns
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, dense_numa
 from mmsim.sched import numa_balancing
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
+from mmsim.workloads.pmbench_pattern import (
+    irwin_hall_cdf,
+    normal_ih_shape,
+    parse_binding,
+    parse_mib,
+    parse_window,
+    parse_window_start,
+)
 
 PAGE = 4096
 LINE = 64
@@ -79,8 +87,10 @@ BATCH = 4096  # accesses per numpy batch (~1-2 ms of simulated time)
 # division, halved: two values per round, ~60), bounded Pareto (pow, ~80), linear (~5).
 RDTSCP_PAIR_CYC = 64
 HISTO_LOOP_CYC = 15
-PATTERN_CYC = {"linear": 5, "uniform": 10, "normal": 60, "pareto": 80}
-WARMUP_RUNS = {"linear": 1, "uniform": 4, "normal": 1, "pareto": 8}  # pattern.c get_warmup_run, x n
+# normal_ih: 12 LCG steps and 12 integer modulos (a 32-bit div, ~26 cycles latency on Skylake: Agner Fog),
+# partly overlapped, ~150 (estimate, plausible 100-300).
+PATTERN_CYC = {"linear": 5, "uniform": 10, "normal": 60, "normal_ih": 150, "pareto": 80}
+WARMUP_RUNS = {"linear": 1, "uniform": 4, "normal": 1, "normal_ih": 1, "pareto": 8}  # pattern.c get_warmup_run, x n
 NBUCKETS = 40
 # sampling=page: a chunk is drawn again at least every 200 ms of simulated time, so that its per-access time
 # estimate follows the page mix (migrations, memhog exits). A modelling choice, not a measured value.
@@ -138,6 +148,13 @@ class PatternGen:
             out: np.ndarray = y.astype(np.int64)
             out[(y < 0) | (out >= n)] = n // 2
             return out
+        if self.pattern == "normal_ih":
+            m, _sd, shift = normal_ih_shape(n)
+            out = np.empty(0, dtype=np.int64)
+            while len(out) < k:  # pattern.c normal_ih_get_number: retry above n_user
+                y = self.rng.integers(0, max(1, m), (k, 12)).sum(axis=1) // 12 + shift
+                out = np.concatenate([out, y[(y >= 0) & (y <= n - 1)]])
+            return np.asarray(out[:k], dtype=np.int64)
         if self.pattern == "pareto":
             a = self.shape
             u = self.rng.random(k)
@@ -168,6 +185,14 @@ class PatternGen:
             pr = np.diff(cdf)
             pr[c] += cdf[0] + (1.0 - cdf[n])
             return np.asarray(pr / pr.sum(), dtype=np.float64)
+        if self.pattern == "normal_ih":
+            # floor(S / 12) + shift, S the sum of 12 draws uniform on 0..m-1: S is Irwin-Hall on m (less 6
+            # for the floors on average); page j takes S in [12 (j - shift), 12 (j - shift) + 12); draws
+            # above n - 1 are retried (renormalised)
+            m, _sd, shift = normal_ih_shape(n)
+            edges = (12.0 * (k - shift) + 6.0) / max(1, m)
+            pr = np.diff(irwin_hall_cdf(edges))
+            return np.asarray(pr / pr.sum(), dtype=np.float64)
         if self.pattern == "pareto":
             a = self.shape
             cnorm = 1.0 - (1.0 / n) ** a
@@ -196,16 +221,18 @@ class Pmbench:
     name = "pmbench"
     description = "pmbench: timed single-word accesses over a mapped set by a pattern; latency and histogram"
     params = {
-        "mapsize": ParamInfo(256, "-m: map size in MiB", parse_int(1, 1 << 22), "an integer MiB >= 1"),
-        "setsize": ParamInfo(128, "-s: working-set size in MiB (<= mapsize)", parse_int(1, 1 << 22),
-                             "an integer MiB >= 1"),
-        "pattern": ParamInfo("uniform", "-p: page access pattern",
-                             parse_choice("linear", "uniform", "normal", "pareto"),
-                             "linear, uniform, normal, pareto"),
+        "mapsize": ParamInfo(256, "-m: map size in MiB (or 13824m, 14g)", parse_mib(1), "MiB >= 1, e.g. 256 or 13824m"),
+        "setsize": ParamInfo(128, "-s: working-set size in MiB (<= mapsize)", parse_mib(1),
+                             "MiB >= 1, e.g. 128 or 13824m"),
+        "pattern": ParamInfo("uniform", "-p: page access pattern (normal_ih: mean of 12 uniform draws)",
+                             parse_choice("linear", "uniform", "normal", "normal_ih", "pareto"),
+                             "linear, uniform, normal, normal_ih, pareto"),
         "shape": ParamInfo(1.00001, "-e: linear stride, normal stdev (pages), pareto index", parse_shape,
                            "a number > 0"),
         "read_pct": ParamInfo(50, "-r: read percentage (0 = write only, 100 = read only)", parse_int(0, 100),
                               "an integer 0..100"),
+        "ratio": ParamInfo(-1, "-r under LKP's name; when given it overrides read_pct", parse_int(0, 100),
+                           "an integer 0..100"),
         "jobs": ParamInfo(1, "-j: worker threads", parse_int(1), "an integer >= 1"),
         "duration": ParamInfo(5.0, "DURATION in seconds (pmbench requires it; mmsim default 5)", parse_duration,
                               "seconds, > 0 and <= 3600"),
@@ -228,11 +255,54 @@ class Pmbench:
                             "before pmbench starts", parse_int(0, 100), "an integer 0..100"),
         "memhog_exit": ParamInfo(0.0, "seconds after the start when memhog exits and frees its memory (0: never)",
                                  parse_exit, "seconds >= 0"),
+        # LKP tests/pmbench (see workloads/pmbench_lkp.py): any of these selects the multi-process window model
+        "processes": ParamInfo(1, "LKP nr_processes: pmbench processes, each with its own map", parse_int(1, 4096),
+                               "an integer 1..4096"),
+        "cpu_node_bind": ParamInfo("none", "LKP cpu_node_bind: 'even' runs process i (1..n) under numactl "
+                                   "--cpunodebind=i % nr_node (all nodes; a CPU-less node: numactl exits 1)",
+                                   parse_binding, "none, even, or even%LIST (e.g. even%0-1: LKP's even-list)"),
+        "eatmem": ParamInfo(0, "LKP eatmem_size: MiB (or 47g) mlocked and prefaulted on eatmem_node first",
+                            parse_mib(0), "MiB >= 0, e.g. 47g"),
+        "eatmem_node": ParamInfo(0, "LKP eatmem mem_node_bind: the node eatmem binds to", parse_int(0, 1023),
+                                 "a node id"),
+        "window_start": ParamInfo(-1.0, "multi-process model: the simulated window starts here, s into the run "
+                                  "(-1: duration / 2, LKP perf-profile's delay)", parse_window_start,
+                                  "seconds >= 0, or -1"),
+        "window": ParamInfo(10.0, "multi-process model: window length in s (LKP perf-profile's duration; -1: "
+                            "one whole scan pass of each process at its steady state)", parse_window,
+                            "seconds, > 0 and <= 3600, or -1"),
     }
 
+    @staticmethod
+    def lkp_mode(p: dict[str, Any]) -> bool:
+        """The multi-process window model (workloads/pmbench_lkp.py) runs this configuration."""
+        return bool(p["processes"] > 1 or p["cpu_node_bind"] != "none" or p["eatmem"])
+
+    @staticmethod
+    def lkp_mapsize(p: dict[str, Any]) -> None:
+        """LKP tests/pmbench: ``[ -z "$mapsize" ] && mapsize="$setsize"``. In the multi-process model a map
+        left at pmbench's default (256 MiB) under a larger set is the set's size (pmbench would refuse it)."""
+        if Pmbench.lkp_mode(p) and p["mapsize"] == 256 and p["setsize"] > 256:
+            p["mapsize"] = p["setsize"]
+
+    @staticmethod
+    def read_pct(p: dict[str, Any]) -> int:
+        return int(p["ratio"] if p["ratio"] >= 0 else p["read_pct"])
+
     def command(self, p: dict[str, Any]) -> str:
+        if self.lkp_mode(p):
+            p = dict(p)
+            self.lkp_mapsize(p)
+            one = (f"pmbench -s{p['setsize']} -m{p['mapsize']} -p{p['pattern']} -j{p['jobs']}"
+                   f"{' -c' if p['cold'] else ''}{' -i' if p['initialize'] else ''} -r{self.read_pct(p)} "
+                   f"{p['duration']:g}")
+            bind = {"none": "", "even": "numactl --cpunodebind=$((i % nr_node)) -- "}.get(
+                p["cpu_node_bind"], f"numactl --cpunodebind=<{p['cpu_node_bind']}[i % n]> -- ")
+            eat = (f"numactl --membind={p['eatmem_node']} usemem {p['eatmem']}m --mlock --prefault & "
+                   if p["eatmem"] else "")
+            return f"{eat}for i in 1..{p['processes']}: {bind}{one} &"
         cmd = (f"pmbench -m {p['mapsize']} -s {p['setsize']} -p {p['pattern']} -e {p['shape']:g} "
-               f"-r {p['read_pct']} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''}"
+               f"-r {self.read_pct(p)} -j {p['jobs']} -d {p['delay']}{' -c' if p['cold'] else ''}"
                f"{' -i' if p['initialize'] else ''} {p['duration']:g}")
         if p["memhog"]:
             hog = f"numactl -m <DRAM nodes> memhog {p['memhog']}%"
@@ -246,8 +316,14 @@ class Pmbench:
 
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
+        self.lkp_mapsize(p)
         if p["setsize"] > p["mapsize"]:
             raise UserError("-p setsize", p["setsize"], f"at most mapsize ({p['mapsize']} MiB)")
+        if self.lkp_mode(p):
+            from mmsim.workloads.pmbench_lkp import LkpRun
+
+            LkpRun(system, p, self.read_pct(p)).setup()
+            return
         if p["basecpu"] >= m.ncpus:
             raise UserError("-p basecpu", p["basecpu"], f"an integer from 0 to {m.ncpus - 1} on {m.name}")
         if p["basecpu"] + p["jobs"] > m.ncpus:
@@ -356,7 +432,7 @@ class Pmbench:
         l3 = m.caches[-1].latency_ns
         # memory latency by the page's node; index -1 is the shared zero page (read faults), always cached
         lat_tbl = np.array([mem_latency_ns(s, cpu, n) for n in range(len(m.nodes))] + [l3])
-        wr_frac = 1.0 - p["read_pct"] / 100.0
+        wr_frac = 1.0 - self.read_pct(p) / 100.0
         numa_on = numa_balancing.enabled(s)
         done = 0
         pending = 0
@@ -445,7 +521,7 @@ class Pmbench:
         l3 = m.caches[-1].latency_ns
         nnodes = len(m.nodes)
         lat_tbl = np.array([mem_latency_ns(s, cpu, n) for n in range(nnodes)] + [l3])
-        wr_frac = 1.0 - p["read_pct"] / 100.0
+        wr_frac = 1.0 - self.read_pct(p) / 100.0
         numa_on = numa_balancing.enabled(s)
         pr = st.setdefault("probs", {}).get(p["pattern"])
         if pr is None:
@@ -691,6 +767,10 @@ class Pmbench:
         st["accesses"] += len(lat_ns)
 
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        if self.lkp_mode(p):
+            from mmsim.workloads.pmbench_lkp import run_metrics
+
+            return run_metrics(system, p)
         st = system.workload_state
         n = st["accesses"] or 1
         out: dict[str, float] = {

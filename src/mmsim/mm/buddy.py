@@ -1,0 +1,311 @@
+"""The buddy free lists of a zone (mm/page_alloc.c, v6.6) and the ``struct
+page`` line costs charged while the allocator walks them (issue 19): split
+out of :mod:`mmsim.mm.page_alloc`, whose ``PageAllocator`` mixes
+:class:`BuddyLists` in. The module docstring of ``page_alloc`` describes the
+model; the line counts are in docs/sources-page-alloc.md (C.2, C.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mmsim.locks.spinlock import Spinlock
+from mmsim.machine.presets import FILL_BUFFERS
+from mmsim.mm.free_list import NIL, FreeList
+
+MAX_ORDER = 10  # v6.4+ spelling (inclusive): the largest block is order 10 (4 MiB) on x86-64
+NR_ORDERS = MAX_ORDER + 1
+PAGEBLOCK_ORDER = 9  # HUGETLB_PAGE_ORDER on x86-64
+
+# enum migratetype (include/linux/mmzone.h)
+MIGRATE_UNMOVABLE, MIGRATE_MOVABLE, MIGRATE_RECLAIMABLE = 0, 1, 2
+MIGRATE_PCPTYPES = 3
+# mm/page_alloc.c fallbacks[]
+FALLBACKS = ((MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE), (MIGRATE_RECLAIMABLE, MIGRATE_UNMOVABLE),
+             (MIGRATE_UNMOVABLE, MIGRATE_MOVABLE))
+
+COLD = -1  # stamp of memory never written since boot
+
+
+class Zone:
+    __slots__ = (
+        "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "tail_owner", "owner_cap",
+        "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
+    )
+
+    def __init__(self, node: int, start_pfn: int, pages: int, lock: Spinlock, home: int, owner_cap: int) -> None:
+        self.node = node
+        self.index = node
+        self.start_pfn = start_pfn
+        self.end_pfn = start_pfn + pages
+        self.managed_pages = pages
+        self.free_pages = pages
+        self.lock = lock
+        self.home = home
+        self.free_area: list[list[FreeList]] = [[FreeList(), FreeList(), FreeList()] for _ in range(NR_ORDERS)]
+        top = 1 << MAX_ORDER
+        self.pristine = start_pfn
+        self.pristine_end = start_pfn + (pages // top) * top
+        # memblock_free_all: the tail that is not a whole MAX_ORDER block, as aligned smaller blocks.
+        pfn = self.pristine_end
+        for order in range(MAX_ORDER - 1, -1, -1):
+            if pfn + (1 << order) <= self.end_pfn:
+                self.free_area[order][MIGRATE_MOVABLE][pfn] = COLD
+                pfn += 1 << order
+        self.pb_mt: dict[int, int] = {}  # pageblock index -> migratetype, if not MOVABLE
+        self.area_owner = [home] * NR_ORDERS
+        # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines
+        self.page_owner: dict[int, int] = {}
+        # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
+        self.tail_owner: dict[int, int] = {}
+        self.owner_cap = owner_cap
+        self.wmark_min = self.wmark_low = self.wmark_high = 0
+        self.batch = self.high = self.high_max = 1
+        self.below_high = False  # ZONE_BELOW_HIGH (57c0419c5f0e)
+
+    def pageblock_mt(self, pfn: int) -> int:
+        return self.pb_mt.get(pfn >> PAGEBLOCK_ORDER, MIGRATE_MOVABLE)
+
+    def nr_free(self, order: int) -> int:
+        """``free_area[order].nr_free`` (blocks)."""
+        n = sum(len(d) for d in self.free_area[order])
+        if order == MAX_ORDER:
+            n += (self.pristine_end - self.pristine) >> MAX_ORDER
+        return n
+
+
+class BuddyLists:
+    """The zone->lock side of the allocator: ``__rmqueue_smallest`` / ``expand``, the
+    migratetype fallback, ``__free_one_page``, and the line accounting they charge into
+    ``self._cs`` (the current critical section)."""
+
+    _cs: float
+    lines: int
+    _xrows: list[list[float] | None]
+    _xfer: Callable[..., float]
+    _ncpus: int
+
+    def _line(self, z: Zone, pfn: int, cpu: int, write: bool) -> float:
+        """One access by ``cpu`` to the ``struct page`` line of ``pfn``: the transfer from the CPU
+        that wrote it last (HITM while the line is dirty there, HIT once another CPU has read
+        it), 0 if ``cpu`` wrote it last. A write makes ``cpu`` the owner. A read followed by a
+        write of the same line in one kernel step is one access (the write). Lines not
+        remembered count as last written by the zone's home CPU."""
+        self.lines += 1
+        po = z.page_owner
+        st = po.get(pfn, -1)
+        if st < 0:
+            st = z.home << 1 | 1
+            if len(po) >= z.owner_cap:
+                del po[next(iter(po))]
+            if write:
+                po[pfn] = cpu << 1 | 1
+            elif st >> 1 != cpu:
+                po[pfn] = st - 1
+        elif write:
+            del po[pfn]
+            po[pfn] = cpu << 1 | 1
+        elif st & 1 and st >> 1 != cpu:
+            po[pfn] = st - 1
+        row = self._xrows[st]
+        if row is None:
+            row = self._xrows[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]
+        return row[cpu]
+
+    def _tails(self, z: Zone, pfn: int, order: int, cpu: int) -> float:
+        """The tail ``struct page``s of a compound block, ``(1 << order) - 1`` lines written by
+        ``prep_compound_page`` (allocation) and ``free_pages_prepare`` (free), outside
+        zone->lock. They are contiguous and independent stores, so they overlap
+        ``FILL_BUFFERS`` at a time (Little's law, as the presets' clear rate). Tracked per
+        block (head pfn, order), not per page: a simplification."""
+        n = (1 << order) - 1
+        self.lines += n
+        key = pfn << 4 | order
+        to = z.tail_owner
+        own = to.pop(key, z.home)
+        if len(to) >= z.owner_cap:
+            del to[next(iter(to))]
+        to[key] = cpu
+        if own == cpu:
+            return 0.0
+        return -(-n // FILL_BUFFERS) * self._xfer(own, cpu, modified=True)
+
+    def touch_struct_page(self, z: Zone, pfn: int, cpu: int) -> float:
+        """A write to the ``struct page`` line of ``pfn`` by a caller outside this module
+        (SLUB's ``struct slab``): the transfer from its last writer, in ns."""
+        return self._line(z, pfn, cpu, True)
+
+    def _touch_area(self, z: Zone, order: int, cpu: int) -> float:
+        """``zone->free_area[order]``: ``nr_free`` and the list heads, taken as one line, written
+        by every list operation at that order."""
+        own = z.area_owner[order]
+        if own == cpu:
+            return 0.0
+        z.area_owner[order] = cpu
+        return self._xfer(own, cpu, modified=True)
+
+    # -- the buddy lists (caller holds zone->lock) ----------------------------------
+    def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
+        """``__rmqueue_smallest`` + ``expand`` (v6.6): the first free block of ``mt`` at
+        ``order`` or above, split down; the upper halves go to the head of the lower lists.
+        Lines: the block's ``struct page`` (read and written), its list successor's (``prev``
+        written by ``list_del``), and per split level the half's and the lower list's old first
+        entry's; ``free_area[o]`` for every order touched. Never-split MAX_ORDER blocks
+        (``pristine``) sit after the order-10 list's entries."""
+        fa = z.free_area
+        line = self._line
+        for o in range(order, NR_ORDERS):
+            area = fa[o][mt]
+            if area:
+                pfn, stamp, nxt = area.pop_first()
+                cs = line(z, pfn, cpu, True)
+                if nxt != NIL:
+                    cs += line(z, nxt, cpu, True)
+            elif o == MAX_ORDER and z.pristine < z.pristine_end and mt == MIGRATE_MOVABLE \
+                    and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE:
+                pfn, stamp = z.pristine, COLD
+                z.pristine += 1 << MAX_ORDER
+                cs = line(z, pfn, cpu, True)
+            else:
+                continue
+            cs += self._touch_area(z, o, cpu)
+            while o > order:
+                o -= 1
+                half = pfn + (1 << o)
+                f = fa[o][mt].add(half, stamp)
+                cs += line(z, half, cpu, True)
+                if f != NIL:
+                    cs += line(z, f, cpu, True)
+                cs += self._touch_area(z, o, cpu)
+            self._cs += cs
+            z.free_pages -= 1 << order
+            return pfn, stamp
+        return None
+
+    def _rmqueue(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
+        """``__rmqueue``: the requested type, else steal from a fallback type."""
+        got = self._rmqueue_smallest(z, cpu, order, mt)
+        if got is None and self._rmqueue_fallback(z, order, mt):
+            got = self._rmqueue_smallest(z, cpu, order, mt)
+        return got
+
+    def _find_fallback(self, z: Zone, order: int, start_mt: int) -> int:
+        for fmt in FALLBACKS[start_mt]:
+            if z.free_area[order][fmt] or (order == MAX_ORDER and fmt == MIGRATE_MOVABLE
+                                           and z.pristine < z.pristine_end):
+                return fmt
+        return -1
+
+    def _rmqueue_fallback(self, z: Zone, order: int, start_mt: int) -> bool:
+        """``__rmqueue_fallback`` + ``steal_suitable_fallback`` (v6.6): the largest
+        fallback block; for a MOVABLE request that could not steal its pageblock,
+        the smallest instead. A block of pageblock order or more changes its
+        pageblocks' type; a smaller one moves its pageblock's free pages
+        (``move_freepages_block``) and takes the pageblock if that is half of it."""
+
+        def can_steal(cur: int) -> bool:  # can_steal_fallback
+            return cur >= PAGEBLOCK_ORDER // 2 or start_mt != MIGRATE_MOVABLE
+
+        found = -1
+        cur = MAX_ORDER
+        for cur in range(MAX_ORDER, order - 1, -1):
+            found = self._find_fallback(z, cur, start_mt)
+            if found >= 0:
+                break
+        if found < 0:
+            return False
+        if not can_steal(cur) and cur > order:  # find_smallest
+            for cur in range(order, NR_ORDERS):
+                found = self._find_fallback(z, cur, start_mt)
+                if found >= 0:
+                    break
+        area = z.free_area[cur][found]
+        if area:
+            pfn = area.first
+        else:
+            pfn = z.pristine
+            z.pristine += 1 << MAX_ORDER
+            area.add(pfn, COLD)
+        if cur >= PAGEBLOCK_ORDER:
+            for pb in range(pfn >> PAGEBLOCK_ORDER, (pfn + (1 << cur)) >> PAGEBLOCK_ORDER):  # change_pageblock_range
+                self._set_pb_mt(z, pb, start_mt)
+        elif can_steal(cur):
+            moved = self._move_freepages_block(z, pfn, start_mt)
+            if moved >= 1 << (PAGEBLOCK_ORDER - 1):
+                self._set_pb_mt(z, pfn >> PAGEBLOCK_ORDER, start_mt)
+            return True
+        z.free_area[cur][start_mt].add_tail(pfn, area.pop(pfn))  # move_to_free_list (single_page)
+        return True
+
+    @staticmethod
+    def _set_pb_mt(z: Zone, pb: int, mt: int) -> None:
+        if mt == MIGRATE_MOVABLE:
+            z.pb_mt.pop(pb, None)
+        else:
+            z.pb_mt[pb] = mt
+
+    @staticmethod
+    def _move_freepages_block(z: Zone, pfn: int, mt: int) -> int:
+        """``move_freepages_block``: every free block inside ``pfn``'s pageblock
+        goes to ``mt``'s lists; returns the pages moved (alike pages are not
+        tracked: every allocated page counts as of another type)."""
+        start = pfn >> PAGEBLOCK_ORDER << PAGEBLOCK_ORDER
+        moved = 0
+        for o in range(PAGEBLOCK_ORDER):
+            lists = z.free_area[o]
+            for p in range(start, start + (1 << PAGEBLOCK_ORDER), 1 << o):
+                for m in range(MIGRATE_PCPTYPES):
+                    if m != mt and p in lists[m]:
+                        lists[mt].add_tail(p, lists[m].pop(p))  # move_to_free_list
+                        moved += 1 << o
+        return moved
+
+    def _free_one_page(self, z: Zone, cpu: int, pfn: int, order: int, stamp: int, mt: int = -1) -> int:
+        """``__free_one_page`` (v6.6) into ``mt``'s lists (-1: the pageblock's type, as
+        ``free_one_page`` reads it): merge with free buddies up to MAX_ORDER, then
+        ``buddy_merge_likely`` picks the list tail when the order+1 buddy is free. Returns the
+        merge levels. Lines (caller holds zone->lock): per merge the buddy's ``struct page``
+        (``page_is_buddy`` read, ``del_page_from_free_list`` write) and its two list neighbours
+        (written; none where a neighbour is the list head); the failed buddy (read); the order+1
+        buddy ``buddy_merge_likely`` tests (read, below order MAX_ORDER - 1); the old first (head
+        insert) or last (tail insert) entry of the target list (written); ``free_area`` per order."""
+        if mt < 0:
+            mt = z.pageblock_mt(pfn)
+        fa = z.free_area
+        line = self._line
+        levels = 0
+        cs = 0.0
+        z.free_pages += 1 << order
+        while order < MAX_ORDER:
+            buddy = pfn ^ (1 << order)
+            for bl in fa[order]:
+                if buddy in bl:
+                    break
+            else:
+                cs += line(z, buddy, cpu, False)  # page_is_buddy fails
+                break
+            cs += line(z, buddy, cpu, True)
+            bstamp, prev, nxt = bl.remove(buddy)
+            if prev != NIL:
+                cs += line(z, prev, cpu, True)
+            if nxt != NIL:
+                cs += line(z, nxt, cpu, True)
+            cs += self._touch_area(z, order, cpu)
+            if bstamp > stamp:
+                stamp = bstamp
+            pfn &= ~(1 << order)
+            order += 1
+            levels += 1
+        to_tail = False
+        if order < MAX_ORDER - 1:  # buddy_merge_likely: is the combined block's order+1 buddy free?
+            higher = (pfn & ~(1 << order)) ^ (1 << (order + 1))
+            cs += line(z, higher, cpu, False)
+            hl = fa[order + 1]
+            to_tail = higher in hl[0] or higher in hl[1] or higher in hl[2]
+        fl = fa[order][mt]
+        f = fl.add_tail(pfn, stamp) if to_tail else fl.add(pfn, stamp)
+        if f != NIL:
+            cs += line(z, f, cpu, True)
+        self._cs += cs + self._touch_area(z, order, cpu)
+        return levels

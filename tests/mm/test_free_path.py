@@ -1,0 +1,156 @@
+"""The v6.6 free path on ``tiny`` (issue 19): ``__free_one_page`` merges,
+``buddy_merge_likely`` tail placement, the list neighbours ``list_del``
+writes, and the exact ``struct page`` lines (and their cost by distance)
+charged per freed page for scripted sequences.
+
+tiny: CPUs 0, 1, 4, 5 on socket 0 (0/4 and 1/5 SMT siblings), 2, 3, 6, 7 on
+socket 1; a line costs 10 ns from an SMT sibling, 50 ns within a socket, 200
+ns across; zone 0's home CPU is 0.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from mmsim.engine.core import Task
+from mmsim.kernels import resolve
+from mmsim.machine.model import Machine
+from mmsim.mm.free_list import NIL, FreeList
+from mmsim.mm.page_alloc import COLD, MAX_ORDER, MIGRATE_MOVABLE, PageAllocator, Zone
+from mmsim.mm.system import System
+
+
+def test_free_list_head_tail_and_neighbours() -> None:
+    fl = FreeList()
+    assert fl.add(5, 1) == NIL and fl.add(3, 2) == 5  # head inserts return the old first entry
+    assert fl.add_tail(9, 3) == 5  # a tail insert returns the old last entry
+    assert list(fl) == [3, 5, 9] and fl.first == 3 and fl.last == 9
+    assert fl.remove(5) == (1, 3, 9)  # list_del: the stamp and both neighbours
+    assert fl.remove(3) == (2, NIL, 9)  # the first entry's prev is the list head
+    assert fl.pop_first() == (9, 3, NIL)
+    assert not fl and len(fl) == 0
+
+
+def _bare_zone(tiny: Machine) -> tuple[PageAllocator, Zone]:
+    pa = System(tiny, resolve("v6.6"), 0).page_alloc
+    z = pa.zones[0]
+    z.pristine = z.pristine_end  # no MAX_ORDER block: only the blocks each test puts in
+    for lists in z.free_area:
+        for fl in lists:
+            assert not fl
+    z.free_pages = 0
+    return pa, z
+
+
+def _owner(z: Zone, pfn: int, cpu: int, dirty: bool = True) -> None:
+    z.page_owner[pfn] = cpu << 1 | int(dirty)
+
+
+def test_merge_writes_the_buddy_and_its_list_neighbours(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    fa = z.free_area
+    for pfn in (11, 1, 21):  # order-0 list, first to last: 21, 1, 11
+        fa[0][MIGRATE_MOVABLE].add(pfn, COLD)
+    fa[1][MIGRATE_MOVABLE].add(6, COLD)
+    _owner(z, 1, 5)  # the buddy: SMT sibling of CPU 1, 10 ns
+    _owner(z, 21, 0)  # its prev: same socket, 50 ns
+    _owner(z, 11, 2)  # its next: the other socket, 200 ns
+    _owner(z, 2, 1)  # the failed order-1 buddy: CPU 1's own line, 0
+    _owner(z, 6, 3, dirty=False)  # the order-1 list's first entry: clean on the other socket, 200
+    # pfn 4 (the order+1 buddy buddy_merge_likely reads) and free_area[0], [1]: home CPU 0, 50 each
+    pa.lines = 0
+    assert pa._free_one_page(z, 1, 0, 0, 7, MIGRATE_MOVABLE) == 1
+    # merged to order 1 at pfn 0; 4 is not free at order 2, so it goes to the head of order 1
+    assert list(fa[0][MIGRATE_MOVABLE]) == [21, 11]
+    assert list(fa[1][MIGRATE_MOVABLE]) == [0, 6]
+    # lines: buddy 1, its neighbours 21 and 11, failed buddy 2, order+1 buddy 4, old first 6:
+    # 3 + 3 per merge (the freed page's own line is the caller's: free_pcppages_bulk)
+    assert pa.lines == 6
+    assert pa._cs == 10 + 50 + 200 + 0 + 50 + 200 + 50 + 50
+    # every written line now belongs to CPU 1; the read ones keep their writer but are clean
+    assert [z.page_owner[p] for p in (1, 21, 11, 6)] == [1 << 1 | 1] * 4
+    assert z.page_owner[2] == 1 << 1 | 1 and z.page_owner[4] == 0 << 1 | 0
+
+
+def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    fa = z.free_area
+    for pfn in (11, 21):  # order 0: 21 first, 11 last
+        fa[0][MIGRATE_MOVABLE].add(pfn, COLD)
+    fa[1][MIGRATE_MOVABLE].add(2, COLD)  # the order-1 buddy of the block {0, 1}
+    pa.lines = 0
+    # free pfn 0: buddy 1 is in use (no merge); the combined block {0, 1}'s buddy 2 is free at
+    # order 1, so a merge is likely soon: add_to_free_list_tail, next to the old last entry 11
+    assert pa._free_one_page(z, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
+    assert list(fa[0][MIGRATE_MOVABLE]) == [21, 11, 0]
+    # lines: failed buddy 1 (read), order+1 buddy 2 (read), old last entry 11 (written); all
+    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each, and free_area[0]
+    assert pa.lines == 3 and pa._cs == 4 * 10
+    # the same free with 2 in use goes to the head
+    pa2, z2 = _bare_zone(tiny)
+    for pfn in (11, 21):
+        z2.free_area[0][MIGRATE_MOVABLE].add(pfn, COLD)
+    assert pa2._free_one_page(z2, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
+    assert list(z2.free_area[0][MIGRATE_MOVABLE]) == [0, 21, 11]
+
+
+def test_no_order_plus_one_read_at_max_order_minus_one(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    pa.lines = 0
+    # an order-9 block whose buddy is in use: buddy_merge_likely returns false at
+    # order >= MAX_ORDER - 1 without reading anything; the list is empty: no neighbour
+    assert pa._free_one_page(z, 0, 512, MAX_ORDER - 1, 3, MIGRATE_MOVABLE) == 0
+    assert pa.lines == 1 and list(z.free_area[MAX_ORDER - 1][MIGRATE_MOVABLE]) == [512]
+
+
+def _run(s: System, cpu: int, body: Any) -> None:
+    t = Task(9, "t", cpu=cpu)
+
+    def gen() -> Generator[Any, Any, None]:
+        yield from body(t)
+
+    s.sched.spawn(t, gen())
+    s.engine.run()
+
+
+def test_pcp_drain_lines_per_page(tiny: Machine) -> None:
+    s = System(tiny, resolve("v6.6"), 0)
+    pa = s.page_alloc
+    z = pa.zones[0]
+    # CPU 5 takes pfns 0 and 1 from the buddy lists (the order-10 block at 0 splits: 2, 4, ...,
+    # 512 stay free at orders 1..9); CPU 1 (5's SMT sibling) has them on its PCP, 0 the oldest.
+    assert pa._rmqueue_smallest(z, 5, 0, MIGRATE_MOVABLE) == (0, COLD)
+    assert pa._rmqueue_smallest(z, 5, 0, MIGRATE_MOVABLE) == (1, COLD)
+    pa._cs = 0.0
+    pcp = pa.pcps[1][0]
+    pcp.lists[MIGRATE_MOVABLE] = deque([(0, 4), (1, 5)])
+    pcp.count = 2
+    pa.lines = 0
+    _run(s, 1, lambda t: pa._free_pcppages_bulk(t, z, pcp, 2, MIGRATE_MOVABLE))
+    # page 0: its own line, failed buddy 1, order+1 buddy 2 (free: to the tail of an empty list);
+    # page 1: its own line and 10 merges (buddies 0, 2, 4, ..., 512, no list neighbours), order 10
+    # reached: no buddy_merge_likely read
+    assert pa.lines == 3 + 1 + 10
+    assert dict(z.free_area[MAX_ORDER][MIGRATE_MOVABLE]) == {0: 5}
+    assert z.free_pages == z.managed_pages
+    # costs, all lines last written by CPU 5 (10 ns from CPU 1) unless CPU 1 wrote them since:
+    # page 0: own line, buddy 1, buddy 2, free_area[0] = 40; page 1: own line 10, buddy 0 (CPU 1
+    # wrote it as page 0) and free_area[0] 0, then orders 1..9 buddy + free_area 9 x 20, and
+    # free_area[10] 10 = 200. Path: 2 blocks x 80 + 10 merges x 40 cycles at 1 GHz.
+    assert pa.cs_stats["free_pcppages_bulk"] == [1, 40 + 200 + 2 * 80 + 10 * 40]
+
+
+@pytest.mark.parametrize(("order", "lines", "ns"), [(1, 1, 50), (3, 7, 50), (4, 15, 100)])
+def test_compound_tails_outside_the_lock(tiny: Machine, order: int, lines: int, ns: int) -> None:
+    pa = System(tiny, resolve("v6.6"), 0).page_alloc
+    z = pa.zones[0]
+    pa.lines = 0
+    # free_pages_prepare on a block last prepared by the home CPU 0, from CPU 1 (same socket):
+    # (1 << order) - 1 tail lines, 10 in flight at a time
+    assert pa._tails(z, 64, order, 1) == ns
+    assert pa.lines == lines
+    assert pa._tails(z, 64, order, 1) == 0  # CPU 1 wrote them last

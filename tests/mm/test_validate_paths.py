@@ -1,0 +1,30 @@
+"""validate --suite paths (issue 19): the model's zone->lock sections under page_fault1, and the verdicts."""
+
+from __future__ import annotations
+
+from mmsim.mm.validate_paths import PUBLISHED, _row, format_paths, section_times
+
+
+def test_one_task_refill_is_batch_times_the_path_on_tiny() -> None:
+    """tiny at 1 GHz, one task on CPU 0 (zone 0's home): every line is its own, so a refill under
+    zone->lock is batch x the __rmqueue path (70 cycles) and nothing else, at any batch. 2 MiB:
+    512 pages + a PMD and a PTE table come in 9 refills of 63, leaving 53 on the PCP; munmap frees
+    the 512 pages and the PTE table: the PCP reaches high = 2 x 63 at the 73rd free, then every 63
+    frees: 7 drains of 63."""
+    small = {"memsize": "2m", "loops": "1"}
+    t63 = section_times("tiny", 63, small)
+    assert t63["alloc"] == 63 * 70 / 1000
+    assert t63["alloc_sections"] == 9  # 512 pages + 2 page tables (PMD, PTE) in refills of 63
+    t255 = section_times("tiny", 255, small)
+    assert t255["alloc"] == 255 * 70 / 1000 and t255["alloc_sections"] == 3
+    assert t63["free_sections"] == 7 and t63["free"] > 0
+
+
+def test_rows_and_published_figures() -> None:
+    assert PUBLISHED["icelake-6338-2s"][1][(63, "free")] == 2.21
+    assert PUBLISHED["cascadelake-optane-2s"][1][(2047, "alloc")] == 71.14
+    assert _row("m", "q", 1.3, 1.0)["ok"] is True
+    assert _row("m", "q", 1.31, 1.0)["ok"] is False
+    assert _row("m", "q", 0.7, 1.0)["ok"] is True and _row("m", "q", 0.69, 1.0)["ok"] is False
+    assert _row("m", "q", 5.0, None)["ok"] is None
+    assert "level 2" in str(format_paths([_row("m", "q", 1.0, 1.0)])[0].title)
