@@ -36,25 +36,29 @@ def test_catalogue_fits_100_columns(capsys: Cap, argv: tuple[str, ...]) -> None:
 def test_kernels_lists_kernels_and_patches(capsys: Cap) -> None:
     out = cli(capsys, "kernels")[1]
     # 21 + 9 lock patches + x86 split PMD + patches 4-9 of the PCP auto-tuning series (issue 19)
-    assert "  v6.7              v6.7        37  Linux v6.7" in out
+    # + 8 per-VMA lock patches (issue 22)
+    assert "  v6.7              v6.7        45  Linux v6.7" in out
     assert "  e009bb30c8df                v3.13  mm: implement split page table lock for PMD level" in out
     assert "-> pmd_ptl=split" in out
 
 
 def test_kernels_diff_names_policies_and_commits(capsys: Cap) -> None:
     out = cli(capsys, "kernels", "diff", "v6.6", "v6.7")[1]
-    assert "  pcp_free_high        free_factor  consecutive" in out
-    assert "  pcp_free_high_batch  off          llc" in out
-    series = ["ca71fe1ad922", "94a3bfe4073c", "362d37a106dd", "52166607ecc9", "c0a242394cb9", "90b41691b988",
-              "51a755c56dc0", "57c0419c5f0e", "6ccdcb6d3a74"]
-    assert "Commits in v6.7, not in v6.6 (9):" in out
+    assert "  pcp_free_high          free_factor  consecutive" in out
+    assert "  pcp_free_high_batch    off          llc" in out
+    vma = ["164b06f238b9", "4ed4379881aa", "4de8c93a4751", "12214eba1992"]  # issue 22
+    pcp = ["52166607ecc9", "c0a242394cb9", "90b41691b988", "51a755c56dc0", "57c0419c5f0e", "6ccdcb6d3a74"]
+    series = ["ca71fe1ad922", "94a3bfe4073c", "362d37a106dd", *vma, *pcp]
+    assert "Commits in v6.7, not in v6.6 (13):" in out
     for c in series:
         assert c in out
     d = json.loads(cli(capsys, "kernels", "diff", "v6.6", "v6.7", "--json")[1])
     assert d["policies"] == {"pcp_free_high": ["free_factor", "consecutive"], "pcp_free_high_batch": ["off", "llc"],
                              "pcp_batch_scale_max": ["off", "5"], "pcp_alloc_factor": ["off", "on"],
                              "pcp_high_tuning": ["off", "auto"], "pcp_below_high": ["off", "on"],
-                             "pcp_free_count": ["off", "on"], "pcp_free_factor": ["on", "off"]}
+                             "pcp_free_count": ["off", "on"], "pcp_free_factor": ["on", "off"],
+                             "vma_lock_cow_fault": ["off", "on"], "vma_lock_shared_fault": ["off", "on"],
+                             "vma_lock_read_fault": ["off", "on"]}
     assert d["only_b"] == series and d["only_a"] == []
 
 

@@ -56,6 +56,11 @@ V312 = {
     "numa_balancing_scan_size_mb": "256",
     "numa_balancing_hot_threshold_ms": "1000",
     "numa_balancing_promote_rate_limit_mbps": "65536",
+    "vma_lock": "off",
+    "vma_lock_fault_around": "off",
+    "vma_lock_cow_fault": "off",
+    "vma_lock_shared_fault": "off",
+    "vma_lock_read_fault": "off",
     "pcp_batch_scale_max": "off",
     "pcp_alloc_factor": "off",
     "pcp_high_tuning": "off",
@@ -372,3 +377,18 @@ def test_bad_patch_yaml_is_a_user_error(tmp_path: Path, text: str, field: str) -
     with pytest.raises(UserError) as e:
         resolve("v6.6", [str(_write(tmp_path, text, "b.yaml"))])
     assert e.value.field == field
+
+
+def test_vma_lock_by_release() -> None:
+    """The per-VMA lock (issue 22): anonymous VMAs from v6.4, file VMAs and fault-around from v6.6, read,
+    COW and shared faults from v6.7."""
+    names = ("vma_lock", "vma_lock_fault_around", "vma_lock_read_fault", "vma_lock_cow_fault",
+             "vma_lock_shared_fault")
+
+    def lk(k: str) -> tuple[str, ...]:
+        return tuple(resolve(k).policies[n] for n in names)
+
+    assert lk("v5.7") == ("off", "off", "off", "off", "off")
+    assert lk("v6.6") == ("file", "on", "off", "off", "off")
+    assert lk("v6.7") == ("file", "on", "on", "on", "on")
+    assert resolve("v6.6", ["4ed4379881aa"]).policies["vma_lock_shared_fault"] == "on"

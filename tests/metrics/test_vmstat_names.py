@@ -12,7 +12,9 @@ from mmsim.results.store import flat_metrics
 # vmstat_text entries of mm/vmstat.c (torvalds/linux at 00c010e130e5) for the items the model produces
 KERNEL_NAMES = {"pgalloc_normal", "pgfree", "pgfault", "pgmajfault", "thp_fault_alloc", "thp_fault_fallback",
                 "htlb_buddy_alloc_success", "numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
-                "numa_pages_migrated", "pgmigrate_success"}
+                "numa_pages_migrated", "pgmigrate_success",
+                # CONFIG_PER_VMA_LOCK_STATS (v6.4, 52f238653e45)
+                "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss"}
 
 
 def test_proc_vmstat_members_are_exactly_the_kernel_names() -> None:

@@ -110,7 +110,7 @@ def test_closest_kernel() -> None:
 def test_validation_set_is_the_issue_list() -> None:
     cs = val.cases()
     names = [c.name for c in cs]
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names)) == 14
     w = {(c.workload, c.params.get("nr_task"), c.thp) for c in cs}
     for n in ("1", "2"):
         assert ("vm-scalability/anon-w-seq", n, "never") in w
@@ -118,6 +118,7 @@ def test_validation_set_is_the_issue_list() -> None:
     assert ("vm-scalability/anon-r-seq", "1", "never") in w
     assert ("vm-scalability/anon-cow-seq", "2", "always") in w
     assert ("will-it-scale/page_fault1", "2", "never") in w
+    assert ("will-it-scale/page_fault2", "2", "never") in w and ("will-it-scale/page_fault3", "2", "never") in w
     assert ("will-it-scale/malloc1", "2", "never") in w  # issue 22
     assert any(c.workload == "lmbench/bw_unix" and c.params == {"pairs": "1"} for c in cs)
     assert any(c.workload == "pmbench" and c.params["pattern"] == "uniform" and c.params["jobs"] == "1" for c in cs)

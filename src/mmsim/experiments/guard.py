@@ -91,6 +91,10 @@ WALL_US_PER_EVENT: dict[str, float] = {
     "vm-scalability/anon-w-seq-hugetlb": 40.0,
     "vm-scalability/anon-cow-seq-hugetlb": 40.0,
     "will-it-scale/page_fault1": 3.5,
+    # issue 22 (measured on tiny and icelake-6338-2s, 2-core host: 2.2-3.7 us)
+    "will-it-scale/page_fault2": 3.7,
+    "will-it-scale/page_fault3": 2.5,
+    "vm-scalability/shm-pread-seq": 3.0,
     "pmbench": 120.0,
     "lmbench/bw_unix": 4.0,
     "lockstress": 1.5,
@@ -154,6 +158,12 @@ EVENTS_PER_UNIT: dict[str, tuple[float, float]] = {
     "vm-scalability/anon-w-seq-hugetlb": (22.6, 22.6),
     "vm-scalability/anon-cow-seq-hugetlb": (23.1, 23.1),
     "will-it-scale/page_fault1": (6.2, 64.5),
+    # issue 22, per 4 KiB fault of a tmpfs mapping (all rounds): 17.6 / 15.6 (page_fault3), 19.8 / 17.8
+    # (page_fault2) measured on tiny / icelake-6338-2s; shm-pread-seq per page read: 21.0 (tiny, 8 tasks),
+    # 13.4 (icelake, 64 tasks)
+    "will-it-scale/page_fault2": (20.0, 20.0),
+    "will-it-scale/page_fault3": (18.0, 18.0),
+    "vm-scalability/shm-pread-seq": (21.0, 21.0),
     # per access batch (BATCH accesses, every one counted as an LLC hit: the most batches): 0.9-1.35 measured on
     # tiny (4-64 MiB sets, 1-2 jobs); 1 per NUMA hinting fault
     "pmbench": (1.2, 1.0),
@@ -289,6 +299,22 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         out.small, out.huge = p["threads"] * (s + 1), p["threads"] * h  # +1: the thread's stack
         tables = p["threads"] * _slots(p["bytes"]) if s else 0
         out.threads = p["threads"]
+    elif w in ("will-it-scale/page_fault2", "will-it-scale/page_fault3"):  # issue 22: every round faults
+        rounds = p["warmup"] + p["loops"]
+        out.small = p["nr_task"] * rounds * (p["memsize"] // PAGE)
+        tables = p["nr_task"] * _slots(p["memsize"])
+        out.memory += p["nr_task"] * (p["memsize"] // PAGE) * OWNED_PAGE_BYTES
+        out.threads = p["nr_task"]
+    elif w == "vm-scalability/shm-pread-seq":  # issue 22: each process reads its mapping of one file
+        from mmsim.workloads.vm_scalability import resolve_nr_task
+
+        nr = max(1, resolve_nr_task(str(p["nr_task"]), machine.ncpus))
+        unit = p["unit_size"] or (min(mem_total * machine.ncpus // 2, p["size"] * len(machine.nodes))
+                                  if p["size"] else mem_total // 2)
+        out.small = nr * (min(unit, mem_total) // PAGE)
+        out.what = "page reads"
+        tables = nr * _slots(min(unit, mem_total))
+        out.threads = nr
     elif w.startswith("vm-scalability/"):
         from mmsim.workloads.vm_scalability import RUNTIME_CHECK_WORDS, resolve_nr_task
 

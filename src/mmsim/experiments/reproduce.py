@@ -134,7 +134,7 @@ class Experiment:
 
 # One module per experiment under mmsim.experiments; each calls register().
 _MODULES = ("exp_split_pmd", "exp_clear_order", "exp_pcp_free_high", "exp_hugetlb_rwsem", "exp_autonuma_scan",
-            "exp_mmap_align",  # issue 22
+            "exp_mmap_align", "exp_vma_lock",  # issue 22
             "exp_pcp_series")  # issue 19
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -238,6 +238,8 @@ def reproduce(
 
 # Host seconds per arm (quiet 2-core VM, 2026-12-01), only to order the pool's queue.
 _WEIGHTS = {"split-pmd-ptl": 15.0, "clear-order": 3.0, "hugetlb-rwsem": 3.3, "autonuma-scan": 11, "pcp-free-high": 1.0}
+# issue 22 part B, measured on a loaded host (load ~7 on 2 cores): 100-140 s and 29-38 s per arm
+_WEIGHTS.update({"vma-lock-shared-fault": 100.0, "vma-lock-read-fault": 30.0})
 
 
 def _weight(exp: str) -> float:

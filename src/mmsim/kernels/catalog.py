@@ -247,6 +247,28 @@ POLICIES: dict[str, Policy] = {
         _num("numa_balancing_promote_rate_limit_mbps",
              "tiering mode: promotion rate limit per node in MB/s (default 65536, v5.18+)",
              "kernel/sched/fair.c numa_promotion_rate_limit()", 0, INT_MAX, "proc_dointvec_minmax, extra1 = 0"),
+        # --- issue 22: the per-VMA lock (mm/vma_lock.py, mm/memory_file.py) ---
+        Policy("vma_lock", ("off", "anon", "file"),
+               "per-VMA lock in the x86 fault path: off (every fault under mmap_lock); anon: lock_vma_under_rcu "
+               "for anonymous VMAs with an anon_vma (50ee32537206, 0bff0aaea03e, v6.4); file: file-backed VMAs "
+               "too, their ->fault paths still retried under mmap_lock (350f6bbca1de, v6.6)",
+               "mm/memory.c lock_vma_under_rcu(); arch/x86/mm/fault.c do_user_addr_fault()"),
+        Policy("vma_lock_fault_around", ("off", "on"),
+               "do_read_fault runs fault-around (->map_pages) under the VMA lock before it retries "
+               "(f5617ffeb450, v6.6); off: the retry is at do_read_fault's start",
+               "mm/memory.c do_read_fault()"),
+        Policy("vma_lock_cow_fault", ("off", "on"),
+               "do_cow_fault proceeds under the VMA lock when the VMA has an anon_vma (vmf_anon_prepare; "
+               "4de8c93a4751, v6.7); off: VM_FAULT_RETRY under mmap_lock",
+               "mm/memory.c do_cow_fault(), vmf_anon_prepare()"),
+        Policy("vma_lock_shared_fault", ("off", "on"),
+               "do_shared_fault calls ->fault under the VMA lock when vm_ops->map_pages exists "
+               "(vmf_can_call_fault; 4ed4379881aa, v6.7); off: VM_FAULT_RETRY under mmap_lock",
+               "mm/memory.c do_shared_fault(), vmf_can_call_fault()"),
+        Policy("vma_lock_read_fault", ("off", "on"),
+               "do_read_fault calls ->fault after fault-around under the VMA lock when vm_ops->map_pages "
+               "exists (12214eba1992, v6.7); off: VM_FAULT_RETRY, fault-around again under mmap_lock",
+               "mm/memory.c do_read_fault(), vmf_can_call_fault()"),
         # --- issue 19: PCP high auto-tuning (v6.7), patches 4-9 of Huang Ying's series ---
         Policy("pcp_batch_scale_max", ("off", "0", "1", "2", "3", "4", "5", "6"),
                "CONFIG_PCP_BATCH_SCALE_MAX: the largest free_factor / alloc_factor (52166607ecc9, v6.7: "
@@ -383,6 +405,23 @@ PATCHES: dict[str, Patch] = {
         # Merged by Linus 2019-12-01 for v5.5 (seeds/002, RFC 02/10, acked by Mel Gorman).
         Patch("a818f5363a0e", "autonuma: reduce cache footprint when scanning page tables",
               {"numa_scan_check": "protnone-first"}, "v5.5"),
+        # --- issue 22: the per-VMA lock ---
+        # v6.4: lock_vma_under_rcu (anonymous VMAs with an anon_vma only) and x86's VMA-lock-first fault path;
+        # the policy needs both, so it is set by the second.
+        Patch("50ee32537206", "mm: introduce lock_vma_under_rcu to be used from arch-specific code", {}, "v6.4"),
+        Patch("0bff0aaea03e", "x86/mm: try VMA lock-based page fault handling first", {"vma_lock": "anon"}, "v6.4"),
+        Patch("350f6bbca1de", "mm: allow per-VMA locks on file-backed VMAs", {"vma_lock": "file"}, "v6.6"),
+        # 24 Jul 2023 (Yin Fengwei, store id 38428985327), in the v6.6 merge window's mm tree (store id 65766428204)
+        Patch("f5617ffeb450", "mm: run the fault-around code under the VMA lock",
+              {"vma_lock_fault_around": "on"}, "v6.6"),
+        # "Handle more faults under the VMA lock" (Matthew Wilcox, 6 Oct 2023), v6.7 in this order (the robot
+        # reports' parents: 164b06f238b9 -> 4ed4379881aa, 4de8c93a4751 -> 12214eba1992).
+        # wp_page_copy of private file pages (do_wp_page) is not modelled: no behaviour of its own here.
+        Patch("164b06f238b9", "mm: call wp_page_copy() under the VMA lock", {}, "v6.7"),
+        Patch("4ed4379881aa", "mm: handle shared faults under the VMA lock",
+              {"vma_lock_shared_fault": "on"}, "v6.7"),
+        Patch("4de8c93a4751", "mm: handle COW faults under the VMA lock", {"vma_lock_cow_fault": "on"}, "v6.7"),
+        Patch("12214eba1992", "mm: handle read faults under the VMA lock", {"vma_lock_read_fault": "on"}, "v6.7"),
         # --- issue 19: PCP high auto-tuning, v3 patches 4-9 (1-3 are above); ids verified in the
         # upstream listing (docs/sources-page-alloc.md C.1), texts read as in docs/pcp-series.md ---
         Patch("52166607ecc9", "mm: restrict the pcp batch scale factor to avoid too long latency",
@@ -459,6 +498,12 @@ _V312 = {
     "numa_balancing_scan_size_mb": "256",
     "numa_balancing_hot_threshold_ms": "1000",
     "numa_balancing_promote_rate_limit_mbps": "65536",
+    # --- issue 22: the per-VMA lock (v6.4+) ---
+    "vma_lock": "off",
+    "vma_lock_fault_around": "off",
+    "vma_lock_cow_fault": "off",
+    "vma_lock_shared_fault": "off",
+    "vma_lock_read_fault": "off",
     # issue 19: PCP high auto-tuning (v6.7)
     "pcp_batch_scale_max": "off",
     "pcp_alloc_factor": "off",

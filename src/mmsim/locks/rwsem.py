@@ -333,6 +333,13 @@ class RwSem:
                 return self._spin(task, False, now)
         return self._sleep(task, False, now)
 
+    def trylock_load(self, task: Task) -> int:
+        """``__down_read_trylock`` (v5.3+; rwsem-xadd's is the same loop) starts with
+        ``atomic_long_read(&sem->count)`` and then ``try_cmpxchg``s it: the load brings the line
+        here first, so under contention the try_cmpxchg (:meth:`down_read`, after a yield) may
+        find it taken again and pays a second transfer. Returns ns of the load."""
+        return self._atomic(task, "down_read_trylock")
+
     def up_read(self, task: Task) -> int:
         cost = self._atomic(task, self._f_read_up)
         self.readers -= 1

@@ -72,6 +72,11 @@ class VmEvent(IntEnum):
     # Not a vm_event_item: pages taken from the buddy lists (rmqueue_bulk refills and rmqueue_buddy),
     # Huang Ying's "alloc_zone" in the PCP auto-tuning cover letters.
     ZONE_ALLOC_PAGES = 30
+    # CONFIG_PER_VMA_LOCK_STATS vm_event_items (52f238653e45, v6.4): lock_vma_under_rcu's outcomes
+    VMA_LOCK_SUCCESS = 31  # the fault was handled under the VMA lock
+    VMA_LOCK_ABORT = 32  # lock_vma_under_rcu found no usable VMA: the fault goes to mmap_lock
+    VMA_LOCK_RETRY = 33  # handled under the VMA lock until VM_FAULT_RETRY: redone under mmap_lock
+    VMA_LOCK_MISS = 34  # the VMA was detached after it was found (not produced: no concurrent unmap of it)
 
     @property
     def vmstat_name(self) -> str:
@@ -88,6 +93,9 @@ PROC_VMSTAT = frozenset({
     VmEvent.THP_FAULT_ALLOC, VmEvent.THP_FAULT_FALLBACK, VmEvent.HTLB_BUDDY_ALLOC_SUCCESS,
     VmEvent.NUMA_PTE_UPDATES, VmEvent.NUMA_HINT_FAULTS, VmEvent.NUMA_HINT_FAULTS_LOCAL,
     VmEvent.NUMA_PAGES_MIGRATED, VmEvent.PGMIGRATE_SUCCESS,
+    # vmstat_text under CONFIG_PER_VMA_LOCK_STATS (52f238653e45 "mm: introduce per-VMA lock statistics", v6.4:
+    # "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss"; the patch text, store id 24274891212)
+    VmEvent.VMA_LOCK_SUCCESS, VmEvent.VMA_LOCK_ABORT, VmEvent.VMA_LOCK_RETRY, VmEvent.VMA_LOCK_MISS,
 })
 
 N_PERF = len(PerfEvent)

@@ -120,6 +120,48 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "do_huge_pmd_wp_page": (1500, 1200),
     # mm/vmstat.c refresh_cpu_vm_stats: fold per-cpu diffs of every zone/node item. estimate
     "refresh_cpu_vm_stats": (4000, 4000),
+    # --- issue 22: the per-VMA lock, shmem and the file fault paths (v6.6/v6.7 code) ---
+    # mm/memory.c lock_vma_under_rcu: rcu_read_lock, mas_walk down a 1-2 level maple tree of a few VMAs,
+    # vma_start_read's two vm_lock_seq / mm_lock_seq compares (the trylock atomic is charged apart), the
+    # anon_vma, userfaultfd and range checks. estimate
+    "lock_vma_under_rcu": (150, 120),
+    # mm/filemap.c filemap_get_entry: xas_load down the i_pages xarray (2-3 levels for 2^15..2^18 pages),
+    # xa_is_value check, the folio_try_get_rcu recheck (the refcount atomic is charged apart). estimate
+    "filemap_get_entry": (80, 70),
+    # mm/shmem.c shmem_fault + shmem_get_folio_gfp bookkeeping around the lookup: the i_private
+    # (fallocate) check, sgp/huge checks, vmf_error mapping. estimate
+    "shmem_fault": (150, 150),
+    # mm/shmem.c shmem_alloc_folio without the page allocation: shmem_get_pgoff_policy, vma_alloc_folio
+    # set-up, __folio_set_locked/__folio_set_swapbacked, shmem_inode_acct_blocks' percpu counter. estimate
+    "shmem_alloc_folio": (200, 180),
+    # mm/shmem.c shmem_add_to_page_cache under the xa_lock: xas_store, mapping->nrpages++,
+    # __lruvec_stat_mod_folio(NR_FILE_PAGES, NR_SHMEM). estimate
+    "shmem_add_to_page_cache": (150, 150),
+    # mm/shmem.c shmem_recalc_inode under info->lock: alloced/swapped arithmetic. estimate
+    "shmem_recalc_inode": (40, 40),
+    # mm/memory.c finish_fault (v6.6): pte_offset_map_lock, set_pte_range (mk_pte, set_pte_at,
+    # add_mm_counter, update_mmu_cache_range); the rmap atomic is charged apart. estimate
+    "finish_fault": (250, 220),
+    # mm/memory.c do_fault_around + mm/filemap.c filemap_map_pages set-up: window bounds,
+    # filemap_map_pmd, rcu_read_lock, xas set-up, the PTE lock. estimate
+    "do_fault_around": (200, 180),
+    # mm/filemap.c next_uptodate_folio + filemap_map_folio_range per folio: xas_next_entry, the
+    # uptodate/mapping/index checks, set_pte_range, the f_ra.mmap_miss update; its atomics on the
+    # folio (refcount, PG_locked, _mapcount, refcount) are charged apart. estimate
+    "filemap_map_folio": (120, 110),
+    # mm/memory.c fault_dirty_shared_page: folio_mark_dirty -> noop_dirty_folio (shmem), folio_unlock,
+    # file_update_time's inode_needs_update_time compare (mapping_can_writeback is false: no
+    # balance_dirty_pages). estimate
+    "fault_dirty_shared_page": (150, 140),
+    # fs/inode.c file_update_time when the coarse clock moved: __mnt_want_write_file,
+    # inode_update_time -> generic_update_time, __mark_inode_dirty (tmpfs: no writeback). estimate
+    "file_update_time": (400, 400),
+    # kernel/sched/wait_bit.c / mm/filemap.c folio_wait_bit_common: add the exclusive wait entry to the
+    # hashed wait queue, set PG_waiters; folio_wake_bit: walk the queue, wake_page_function takes the lock
+    # for the first exclusive waiter, clear PG_waiters. Each under the queue's spinlock. estimate
+    "folio_wait_queue": (150, 150),
+    # mm/mmap.c __vma_link_file / unlink_file_vma: vma_interval_tree insert/remove under i_mmap_rwsem. estimate
+    "vma_interval_tree": (200, 200),
 }
 
 

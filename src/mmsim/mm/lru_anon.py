@@ -20,8 +20,8 @@ with its own ``lru_lock``. Each lock holder also pulls the lruvec's list head an
 on delete, the neighbouring folio's ``lru`` link) from the previous holder.
 
 Enabled per System by the workloads that need it (``enable``): the seed workloads were validated
-before this model existed and keep their numbers. This duplicates the ``lru_add`` batch of the shmem
-work (branch h-shmem, mm/swap.py); the two are to become one module.
+before this model existed and keep their numbers. A tmpfs file (mm/shmem.py) enables it: its
+page-cache folios take the same batches and ``lru_lock`` (not recorded for munmap: they stay cached).
 """
 
 from __future__ import annotations

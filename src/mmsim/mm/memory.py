@@ -324,14 +324,39 @@ def handle_mm_fault(
     c.perf[cpu][PAGE_FAULTS] += 1
     c.vm[cpu][PGFAULT] += 1
     yield pre_ns + c.busy(cpu, "page_fault", int(s.machine.cost.page_fault_ns))
+    if s.policy("vma_lock") != "off":  # v6.4+: the per-VMA lock first (mm/vma_lock.py)
+        from mmsim.mm.vma_lock import fault_under_vma_lock
+
+        done = yield from fault_under_vma_lock(task, mm, vma, addr, write)
+        if done is not None:
+            return done
+        # lock_mm_and_find_vma (v6.5; v6.4 in do_user_addr_fault): mmap_read_trylock's load, then its
+        # try_cmpxchg below (older kernels' down_read_trylock is modelled as the cmpxchg alone)
+        yield mm.mmap_sem.trylock_load(task)
     d = mm.mmap_sem.down_read(task)
     if d is PARK:
         yield d
         d = 0
+    kind = yield from __handle_mm_fault(task, mm, vma, addr, write, False, d)
+    yield mm.mmap_sem.up_read(task)
+    return kind
+
+
+def __handle_mm_fault(
+    task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool, vma_locked: bool, pre_ns: int = 0
+) -> Generator[Any, Any, str]:
+    """mm/memory.c ``handle_mm_fault`` → ``__handle_mm_fault`` under mmap_lock or (``vma_locked``,
+    FAULT_FLAG_VMA_LOCK) the VMA lock; returns the fault kind, or ``"retry"`` (VM_FAULT_RETRY) from a
+    path that cannot run under the VMA lock (hugetlb_fault; the file fault paths, mm/memory_file.py)."""
+    s = mm.system
+    c = s.counters
+    cpu = task.cpu
     ns, ins = path("handle_mm_fault", s.machine.freq_ghz)
-    yield d + c.busy(cpu, "handle_mm_fault", ns, ins)
+    yield pre_ns + c.busy(cpu, "handle_mm_fault", ns, ins)
     kind = "none"
     pt = mm.pgtables
+    if vma.hugetlb and vma_locked:
+        return "retry"  # hugetlb_fault (v6.6): "TODO: Handle faults under the VMA lock"
     if vma.hugetlb:
         kind = yield from hugetlb.hugetlb_fault(task, mm, vma, addr, write)
     else:
@@ -347,6 +372,7 @@ def handle_mm_fault(
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
         elif state is None and huge_memory.thp_applies(s, vma, addr):
+            vma.anon_vma = True  # do_huge_pmd_anonymous_page: anon_vma_prepare first (not charged)
             ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
                 kind = "thp" if write else "thp-zero"
@@ -356,7 +382,12 @@ def handle_mm_fault(
                 yield from __pte_alloc(task, mm, slot)
             pfn = addr >> PAGE_SHIFT
             prot = pt.protnone.get(slot)
-            if not pt.pte_bitmap(slot)[pfn & 511]:
+            if getattr(vma.file, "is_shmem", False):
+                from mmsim.mm.memory_file import do_fault
+
+                kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
+            elif not pt.pte_bitmap(slot)[pfn & 511]:
+                vma.anon_vma = vma.anon_vma or write  # anon_vma_prepare (not charged: once per VMA)
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
             elif prot is not None and prot[pfn & 511]:
@@ -366,7 +397,6 @@ def handle_mm_fault(
             elif write and (pfn in pt.zero_ptes or pfn in pt.wp_ptes):
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
-    yield mm.mmap_sem.up_read(task)
     return kind
 
 

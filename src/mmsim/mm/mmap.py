@@ -50,6 +50,10 @@ class Vma:
     file: Any = None
     pgoff: int = 0
     private_data: Any = None
+    # the per-VMA lock (mm/vma_lock.py, v6.4+): vma->vm_lock (made on first use) and whether
+    # vma->anon_vma is set (anon_vma_prepare on the first anonymous or COW page)
+    vm_lock: Any = None
+    anon_vma: bool = False
 
     @property
     def size(self) -> int:
@@ -172,6 +176,10 @@ class MmStruct:
             from mmsim.mm.hugetlb import hugetlbfs_file_mmap
 
             yield from hugetlbfs_file_mmap(task, self, vma)
+        elif getattr(vma.file, "is_shmem", False):
+            from mmsim.mm.shmem import shmem_mmap
+
+            yield from shmem_mmap(task, self, vma)
         self.vmas.append(vma)
         ns, ins = path("do_mmap_pgoff", self.system.machine.freq_ghz)
         yield self.system.counters.busy(task.cpu, "do_mmap_pgoff", ns, ins)

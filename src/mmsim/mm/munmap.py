@@ -63,6 +63,10 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     xfer = s.machine.xfer_ns
     pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
     mm.vmas.remove(vma)
+    if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
+        from mmsim.mm.shmem import unlink_file_vma
+
+        pending = yield from unlink_file_vma(task, vma, pending)
     yield pending
     yield mm.mmap_sem.up_write(task)
 
@@ -120,6 +124,10 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         slots.append(slot)
         if lru is not None:
             folio_nodes += lru.folios.pop((id(mm), slot), [])
+    if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
+        from mmsim.mm.shmem import unlink_file_vma
+
+        yield from unlink_file_vma(task, vma, 0)
     # tlb_finish_mmu: flush_tlb_mm_range, an IPI to every other CPU of the mm and the wait for its ack
     xfer = s.machine.xfer_ns
     yield c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))

@@ -46,6 +46,8 @@ PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
 # (vm-scalability's size is already the total over nr_task).
 FOOTPRINT_FIELDS = {
     "will-it-scale/page_fault1": ("memsize", "nr_task"),
+    "will-it-scale/page_fault2": ("memsize", "nr_task"),
+    "will-it-scale/page_fault3": ("memsize", "nr_task"),
     "lmbench/bw_unix": ("msg", "pairs"),
     "thp_memscale": ("bytes", "threads"),
 }

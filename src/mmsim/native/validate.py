@@ -56,6 +56,10 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
              THROUGHPUT),
         Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
+        Case("page_fault2 processes nr_task=2", "will-it-scale/page_fault2",
+             {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
+        Case("page_fault3 processes nr_task=2", "will-it-scale/page_fault3",
+             {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("malloc1 processes nr_task=2", "will-it-scale/malloc1",  # issue 22
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",

@@ -365,6 +365,88 @@ register(NativeWorkload(
 ))
 
 
+# -- will-it-scale page_fault2 / page_fault3 (issue 22) ------------------------------------
+
+
+def _file_fault(shared: bool) -> Body:
+    """tests/page_fault2.c / page_fault3.c: each task makes its own shmem file of ``memsize`` (a memfd:
+    the same shmem inode a file on tmpfs ``/tmp`` is), then loops mmap (MAP_PRIVATE / MAP_SHARED) / one
+    store per page / munmap. ``warmup`` rounds (the first fills the page cache) are not timed."""
+
+    def body(p: dict[str, Any], thp: str | None) -> dict[str, float]:
+        import mmap
+
+        from mmsim.native import tasks
+
+        seconds, memsize, loops, warmup = p["seconds"], p["memsize"], p["loops"], p["warmup"]
+        flags = mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE
+
+        def task(i: int) -> dict[str, float]:
+            os.sched_setaffinity(0, {_cpu_for(i)})
+            fd = os.memfd_create(f"willitscale.{i}")
+            try:
+                os.ftruncate(fd, memsize)
+
+                def one_round() -> None:
+                    m = mmap.mmap(fd, memsize, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                    tasks.touch_pages(m)
+                    m.close()
+
+                for _ in range(warmup):
+                    one_round()
+                ops = rounds = 0
+                t0 = time.perf_counter()
+                while True:
+                    one_round()
+                    ops += -(-memsize // tasks.PAGE)
+                    rounds += 1
+                    dt = time.perf_counter() - t0
+                    if rounds >= loops and dt >= seconds:
+                        return {"ops": ops, "seconds": dt}
+            finally:
+                os.close(fd)
+
+        res = tasks.run_tasks(p["nr_task"], task, p["mode"])
+        rates = [r["ops"] / r["seconds"] for r in res]
+        per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
+        return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+
+    return body
+
+
+def _file_fault_footprint(shared: bool) -> Callable[[dict[str, Any]], int]:
+    """The shmem files stay in memory for the whole run; page_fault2's private copies come on top."""
+    return lambda p: int(p["memsize"]) * int(p["nr_task"]) * (1 if shared else 2)
+
+
+def _file_fault_command(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda p: f"{name}_{p['mode']} -t {p['nr_task']} (>= {p['loops']} rounds, >= {p['seconds']} s)"
+
+
+for _n, _shared in (("page_fault2", False), ("page_fault3", True)):
+    register(NativeWorkload(
+        name=f"will-it-scale/{_n}",
+        description=f"tasks loop mmap({'MAP_SHARED' if _shared else 'MAP_PRIVATE'}) of their own 128 MiB shmem "
+                    "file, store one byte per page, munmap; ops = page faults per second",
+        params={
+            "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
+            "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                              parse_choice("processes", "threads"), "processes, threads"),
+            "memsize": ParamInfo(PF1_MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
+                                 "a size like 128m"),
+            "loops": ParamInfo(1, "at least this many counted rounds per task", parse_int(1), "an integer >= 1"),
+            "warmup": ParamInfo(1, "rounds per task before counting (the first fills the page cache)",
+                                parse_int(0), "an integer >= 0"),
+            "seconds": ParamInfo(2.0, "native only: and at least this long (0: loops only)", parse_seconds,
+                                 "0..600 seconds"),
+        },
+        body=_file_fault(_shared),
+        footprint=_file_fault_footprint(_shared),
+        command=_file_fault_command(_n),
+        native_only=("seconds",),
+    ))
+
+
 # -- lmbench bw_unix -----------------------------------------------------------------------
 
 

@@ -117,5 +117,6 @@ def _load_builtin() -> None:
         pmbench,
         thp_memscale,
         vm_scalability,
+        vm_scalability_shm,
         will_it_scale,
     )

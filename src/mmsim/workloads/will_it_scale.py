@@ -235,3 +235,100 @@ class Malloc1:
 
 
 register(Malloc1())
+
+
+# --- issue 22: page_fault2 / page_fault3 (tmpfs file mappings) ---
+
+class _FileFault:
+    """will-it-scale ``page_fault2`` / ``page_fault3`` (tests/page_fault2.c, page_fault3.c @ 75f66e45697e):
+    each task, once, ``mkstemp("/tmp/willitscale.XXXXXX")``, ``ftruncate(fd, MEMSIZE)``, ``unlink``; then
+    loops ``mmap(NULL, MEMSIZE, PROT_READ|PROT_WRITE, MAP_PRIVATE`` (page_fault2) or ``MAP_SHARED``
+    (page_fault3) ``, fd, 0)``, one store per page (``(*iterations)++`` each), ``munmap``. In thread mode
+    every thread makes its own file in its own ``testcase()`` but all share one mm. ``/tmp`` is tmpfs on
+    the robot (the profiles run through ``shmem_fault``), so the file is a :class:`~mmsim.mm.shmem.ShmemInode`:
+    the first round allocates its pages into the page cache, later rounds find them there (page_fault3
+    maps them, page_fault2 copies each into a new anonymous page, freed by the munmap). munmap is
+    ``vm_munmap`` (mm/munmap.py: the zap under the downgraded read lock, as v4.20+ do it).
+    ``warmup`` rounds are run first and not counted (will-it-scale samples after its warm-up)."""
+
+    name = ""
+    description = ""
+    shared = False
+    params = {
+        "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
+        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                          parse_choice("processes", "threads"), "processes, threads"),
+        "memsize": ParamInfo(MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
+                             "a size like 128m"),
+        "loops": ParamInfo(1, "counted mmap/write/munmap rounds per task", parse_int(1), "an integer >= 1"),
+        "warmup": ParamInfo(1, "rounds per task before counting (the first populates the page cache)",
+                            parse_int(0), "an integer >= 0"),
+    }
+
+    def command(self, p: dict[str, Any]) -> str:
+        return f"{self.name.split('/')[1]}_{p['mode']} -t {p['nr_task']}"
+
+    def setup(self, system: Any, p: dict[str, Any]) -> None:
+        m = system.machine
+        n = p["nr_task"]
+        if n > m.ncpus:
+            raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+        system.page_alloc.track_owners = True
+        cpus = list(range(n))
+        shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
+        system.workload_state = {"ops": [0] * n, "spans": [0] * n}
+        for i in cpus:
+            mm = shared if shared is not None else MmStruct(system, home_cpu=i)
+            t = Task(i, f"{self.name.split('/')[1]}/{i}", cpu=i, mm=mm)
+            system.sched.spawn(t, self._task(system, t, i, cpus if shared is not None else [i], p))
+
+    def _task(self, s: Any, t: Task, i: int, mm_cpus: list[int], p: dict[str, Any]) -> Generator[Any, Any, None]:
+        from mmsim.mm.munmap import vm_munmap
+        from mmsim.mm.shmem import shmem_file_setup
+
+        mm: MmStruct = t.mm
+        st = s.workload_state
+        inode = shmem_file_setup(s, t.cpu, p["memsize"])
+        store_ns = int(s.machine.cache("L3").latency_ns)  # c[i] = 0 on a page the fault just mapped
+        start = s.engine.now
+        for r in range(p["warmup"] + p["loops"]):
+            if r == p["warmup"]:
+                start = s.engine.now
+            vma = yield from mm.do_mmap(t, p["memsize"], anon=False, shared=self.shared, file=inode)
+            bits = mm.pgtables.pte_bitmap
+            pending = 0
+            for addr in range(vma.start, vma.end, PAGE):
+                if not bits(addr >> 21)[(addr >> 12) & 511]:
+                    yield from memory.handle_mm_fault(t, mm, vma, addr, pre_ns=pending)
+                    pending = 0
+                pending += s.counters.busy(t.cpu, f"{self.name.split('/')[1]} [user]", store_ns)
+                if r >= p["warmup"]:
+                    st["ops"][i] += 1
+            if pending:
+                yield pending
+            yield from vm_munmap(t, mm, vma, mm_cpus)  # v4.20+: the zap under the downgraded read lock
+        st["spans"][i] = s.engine.now - start
+        s.elapsed_ns = max(s.elapsed_ns, s.engine.now)
+
+    def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
+        from mmsim.mm.shmem import shmem_metrics
+
+        return {**PageFault1.metrics(self, system, p), **shmem_metrics(system)}  # type: ignore[arg-type]
+
+
+class PageFault2(_FileFault):
+    name = "will-it-scale/page_fault2"
+    description = ("will-it-scale page_fault2: MAP_PRIVATE 128M of a tmpfs file, write every page (COW), "
+                   "munmap; ops = pages written")
+    shared = False
+
+
+class PageFault3(_FileFault):
+    name = "will-it-scale/page_fault3"
+    description = ("will-it-scale page_fault3: MAP_SHARED 128M of a tmpfs file, write every page, munmap; "
+                   "ops = pages written")
+    shared = True
+
+
+register(PageFault2())
+register(PageFault3())

@@ -1,0 +1,155 @@
+"""Issue 22, part B: faults under the per-VMA lock (kernel test robot results, docs/fault-front-half.md).
+
+``vma-lock-shared-fault``: 4ed4379881aa "mm: handle shared faults under the VMA lock", will-it-scale
+page_fault3, thread mode, 16 tasks, 104-thread 2-socket Skylake: per_thread_ops +122.2 % (robot report
+202311151610.43a1e565-oliver.sang@intel.com; process mode +7.8 %).
+
+``vma-lock-read-fault``: 12214eba1992 "mm: handle read faults under the VMA lock", vm-scalability
+shm-pread-seq, 224-thread 4-socket Cooper Lake: throughput +49.5 % (robot report
+202311151633.ee9bb41f-oliver.sang@intel.com).
+
+Bands: the published direction and magnitude within a factor of 2, set in docs/fault-front-half.md
+before the runs.
+"""
+
+from __future__ import annotations
+
+from mmsim.experiments.reproduce import Check, Experiment, register
+from mmsim.experiments.run import RunResult, RunSpec
+
+SKL = "skylake-8170-2s"
+CPL = "cooperlake-8380h-4s"
+PF3_PARENT = ("164b06f238b9",)
+PF3_PATCHED = ("164b06f238b9", "4ed4379881aa")
+PREAD_PARENT = ("164b06f238b9", "4ed4379881aa", "4de8c93a4751")
+PREAD_PATCHED = (*PREAD_PARENT, "12214eba1992")
+MMAP_LOCK = "&mm->mmap_lock"
+VM_LOCK = "&vma->vm_lock->lock"
+
+
+def _change(a: float, b: float) -> float:
+    return 100.0 * (b / a - 1.0) if a else float("inf")
+
+
+def _sym_share(r: RunResult, *names: str) -> float:
+    """Share of cycles in the named profile symbols (percent)."""
+    return sum(float(p["percent"]) for p in r.profile if p["symbol"] in names)
+
+
+def _per_fault(r: RunResult, key: str) -> float:
+    faults = r.vmstat["pgfault"]
+    return r.vmstat[key] / faults if faults else 0.0
+
+
+def _lock_line(r: RunResult, arm: str) -> str:
+    mm = r.locks.get(MMAP_LOCK, {})
+    return (f"{arm}: mmap_lock wait {100 * r.lock_wait_share(MMAP_LOCK):.2f}% of CPU time "
+            f"({mm.get('acquisitions', 0):,} acquisitions, {mm.get('contentions', 0):,} contended, line wait "
+            f"{mm.get('line_wait_ns', 0) / 1e6:.2f} ms), vm_lock wait {100 * r.lock_wait_share(VM_LOCK):.2f}%; "
+            f"down_read_trylock+down_read+up_read {_sym_share(r, 'down_read_trylock', 'down_read', 'up_read'):.1f}% "
+            f"of cycles (published parent: down_read_trylock 14.41% + up_read 7.06%); per fault: "
+            f"vma_lock_retry {_per_fault(r, 'vma_lock_retry'):.2f}, vma_lock_success "
+            f"{_per_fault(r, 'vma_lock_success'):.2f}; top {r.profile[0]['symbol']} {r.profile[0]['percent']:.1f}%")
+
+
+def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
+    a, b = res["parent"], res["patched"]
+    pa, pb = res["parent/processes"], res["patched/processes"]
+    ta, tb = a.metrics["will-it-scale.per_thread_ops"], b.metrics["will-it-scale.per_thread_ops"]
+    qa, qb = pa.metrics["will-it-scale.per_process_ops"], pb.metrics["will-it-scale.per_process_ops"]
+    checks = [
+        Check("per_thread_ops_change_pct", 122.2, _change(ta, tb), (61.1, 244.4),
+              "page_fault3 threads, 16 tasks: 4ed4379881aa vs its parent 164b06f238b9"),
+        Check("per_process_ops_change_pct", 7.8, _change(qa, qb), (3.9, 15.6),
+              "process mode, same report: an extra target, not deciding", kind="target"),
+        Check("per_thread_ops.parent", 206340, ta, None),
+        Check("per_thread_ops.patched", 458520, tb, None),
+        Check("per_process_ops.parent", None, qa, None),
+        Check("per_process_ops.patched", None, qb, None),
+        Check("mmap_lock_wait_share.parent", None, a.lock_wait_share(MMAP_LOCK), None),
+        Check("mmap_lock_wait_share.patched", None, b.lock_wait_share(MMAP_LOCK), None),
+        Check("vma_lock_retry_per_fault.parent", None, _per_fault(a, "vma_lock_retry"), None),
+        Check("vma_lock_retry_per_fault.patched", None, _per_fault(b, "vma_lock_retry"), None),
+    ]
+    notes = [_lock_line(a, "threads, parent"), _lock_line(b, "threads, patched"),
+             _lock_line(pa, "processes, parent"), _lock_line(pb, "processes, patched")]
+    return checks, notes
+
+
+def _pread_line(r: RunResult, arm: str) -> str:
+    m = r.metrics
+    faults = max(1.0, float(r.vmstat["pgfault"]))
+    locks = r.locks
+    xa = locks.get("&mapping->i_pages (xa_lock)", {})
+    lru = locks.get("&lruvec->lru_lock", {})
+    wq = locks.get("folio_wait_table[].lock", {})
+    return (f"{arm}: per fault {m['shmem.map_pages_calls'] / faults:.2f} map_pages passes, "
+            f"{m['shmem.map_pages_mapped'] / faults:.2f} pages mapped by fault-around, "
+            f"{m['shmem.lock_waits'] / faults:.2f} folio-lock waits, vma_lock_retry "
+            f"{_per_fault(r, 'vma_lock_retry'):.2f}; wait share: folio wait queues "
+            f"{100 * r.lock_wait_share('folio_wait_table[].lock'):.2f}% ({wq.get('contentions', 0):,} contended), "
+            f"i_pages xa_lock {100 * r.lock_wait_share('&mapping->i_pages (xa_lock)'):.2f}% "
+            f"({xa.get('contentions', 0):,}/{xa.get('acquisitions', 0):,} contended), lru_lock "
+            f"{100 * r.lock_wait_share('&lruvec->lru_lock'):.2f}% ({lru.get('contentions', 0):,}/"
+            f"{lru.get('acquisitions', 0):,}), mmap_lock {100 * r.lock_wait_share(MMAP_LOCK):.2f}%; cycles: "
+            f"next_uptodate_folio+filemap_map_pages {_sym_share(r, 'next_uptodate_folio', 'filemap_map_pages'):.1f}%, "
+            f"user {_sym_share(r, 'usemem [user]'):.1f}%; {int(m['shmem.alloced']):,} pages allocated "
+            f"({int(m['shmem.add_races']):,} lost insert races)")
+
+
+def _eval_read(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
+    a, b = res["parent"], res["patched"]
+    ta, tb = a.metrics["vm-scalability.throughput"], b.metrics["vm-scalability.throughput"]
+    checks = [
+        Check("throughput_change_pct", 49.5, _change(ta, tb), (24.75, 99.0),
+              "shm-pread-seq, 224 processes: 12214eba1992 vs its parent 4de8c93a4751"),
+        Check("throughput.parent", 37253200, ta, None),
+        Check("throughput.patched", 55709403, tb, None),
+        Check("map_pages_per_fault.parent", None,
+              a.metrics["shmem.map_pages_calls"] / max(1, a.vmstat["pgfault"]), None),
+        Check("map_pages_per_fault.patched", None,
+              b.metrics["shmem.map_pages_calls"] / max(1, b.vmstat["pgfault"]), None),
+        Check("minor_page_faults.parent", 7.573e8, a.vmstat["pgfault"], None),
+        Check("minor_page_faults.patched", 1.247e9, b.vmstat["pgfault"], None),
+    ]
+    notes = [_pread_line(a, "parent"), _pread_line(b, "patched"),
+             "throughput is usemem's KB/s summed over processes, each reading the same 8 MiB to its end "
+             "(published: 300 s over the file; see docs/fault-front-half.md)"]
+    return checks, notes
+
+
+_PF3 = {"nr_task": "16", "memsize": "128m", "warmup": "1", "loops": "1"}
+
+register(
+    Experiment(
+        "vma-lock-shared-fault",
+        "shared faults under the VMA lock (4ed4379881aa): will-it-scale page_fault3, 16 threads, 2 x Skylake-SP",
+        "kernel test robot 202311151610.43a1e565-oliver.sang@intel.com (lkp-skl-fpga01, 15 Nov 2023)",
+        {
+            "parent": RunSpec("will-it-scale/page_fault3", SKL, "v6.6", patches=PF3_PARENT,
+                              params={**_PF3, "mode": "threads"}),
+            "patched": RunSpec("will-it-scale/page_fault3", SKL, "v6.6", patches=PF3_PATCHED,
+                               params={**_PF3, "mode": "threads"}),
+            "parent/processes": RunSpec("will-it-scale/page_fault3", SKL, "v6.6", patches=PF3_PARENT,
+                                        params={**_PF3, "mode": "processes"}),
+            "patched/processes": RunSpec("will-it-scale/page_fault3", SKL, "v6.6", patches=PF3_PATCHED,
+                                         params={**_PF3, "mode": "processes"}),
+        },
+        _eval_shared,
+    )
+)
+
+_PREAD = {"nr_task": "224", "unit_size": "8m"}
+
+register(
+    Experiment(
+        "vma-lock-read-fault",
+        "read faults under the VMA lock (12214eba1992): vm-scalability shm-pread-seq, 224 processes, 4 x Cooper Lake",
+        "kernel test robot 202311151633.ee9bb41f-oliver.sang@intel.com (lkp-cpl-4sp2, 15 Nov 2023)",
+        {
+            "parent": RunSpec("vm-scalability/shm-pread-seq", CPL, "v6.6", patches=PREAD_PARENT, params=_PREAD),
+            "patched": RunSpec("vm-scalability/shm-pread-seq", CPL, "v6.6", patches=PREAD_PATCHED, params=_PREAD),
+        },
+        _eval_read,
+    )
+)
