@@ -7,8 +7,10 @@ import pytest
 from mmsim.experiments.reproduce import reproduce
 
 # The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of the kernels
-# before the auto-tuning patches is about half the published one, as in pcp-free-high.
-KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "zone_lock_share.p3"}
+# before the auto-tuning patches is about half the published one, as in pcp-free-high; and since the cache
+# hierarchy of issue 17 the p5 -> p7 miss-rate rise is not there (-0.15 points; it was +0.03, at the wrong
+# patch, with the old LLC model).
+KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "zone_lock_share.p3", "cache_miss_rise.p5_to_p7"}
 
 
 @pytest.mark.slow
@@ -20,9 +22,8 @@ def test_pcp_series_bands() -> None:
     for ch in banded:
         assert ch.ok is (ch.metric not in KNOWN_OUT), ch.to_dict()
     # the mechanism: free_high drains fall ~15x with 362d37a106dd, and alloc_factor (p5) takes more pages per
-    # refill from the buddy lists; the p7 miss rate is not below p5's
+    # refill from the buddy lists
     assert c["free_high_ratio.p3"].simulated < 0.1
     assert c["alloc_zone_ratio.p5"].simulated > c["alloc_zone_ratio.p3"].simulated
-    assert c["cache_miss_rise.p5_to_p7"].ok
     assert not o.ok
     assert any("simulated | published" in n for n in o.notes)
