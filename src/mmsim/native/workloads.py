@@ -50,6 +50,20 @@ MB = 1 << 20  # lmbench src/bench.h MB
 
 
 
+# will-it-scale's shared parameters and its two metrics (per-task mean rate, and their sum as "workload").
+WIS_TASK_PARAMS = {
+    "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
+    "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                      parse_choice("processes", "threads"), "processes, threads"),
+}
+
+
+def _wis_metrics(res: list[dict[str, Any]], mode: str) -> dict[str, float]:
+    rates = [r["ops"] / r["seconds"] for r in res]
+    per = "per_thread_ops" if mode == "threads" else "per_process_ops"
+    return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+
+
 def parse_seconds(v: str) -> float:
     x = float(v)
     if not 0 <= x <= 600:
@@ -281,18 +295,14 @@ def _page_fault1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
                 return {"ops": ops, "seconds": dt}
 
     res = tasks.run_tasks(p["nr_task"], task, p["mode"])
-    rates = [r["ops"] / r["seconds"] for r in res]
-    per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
-    return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+    return _wis_metrics(res, p["mode"])
 
 
 register(NativeWorkload(
     name="will-it-scale/page_fault1",
     description="tasks loop mmap(128 MiB), store one byte per page, munmap; ops = page faults per second",
     params={
-        "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
-        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
-                          parse_choice("processes", "threads"), "processes, threads"),
+        **WIS_TASK_PARAMS,
         "memsize": ParamInfo(PF1_MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
                              "a size like 128m"),
         "loops": ParamInfo(1, "at least this many mmap/write/munmap rounds per task", parse_int(1),
@@ -339,18 +349,14 @@ def _malloc1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
                 return {"ops": ops, "seconds": dt}
 
     res = tasks.run_tasks(p["nr_task"], task, p["mode"])
-    rates = [r["ops"] / r["seconds"] for r in res]
-    per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
-    return {f"will-it-scale.{per}": sum(rates) / len(rates), "will-it-scale.workload": sum(rates)}
+    return _wis_metrics(res, p["mode"])
 
 
 register(NativeWorkload(
     name="will-it-scale/malloc1",
     description="tasks loop malloc(128 MiB) / free through the host's glibc; ops = pairs per second",
     params={
-        "nr_task": ParamInfo(1, "tasks, each bound to a CPU", parse_int(1, 1024), "an integer 1..1024"),
-        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
-                          parse_choice("processes", "threads"), "processes, threads"),
+        **WIS_TASK_PARAMS,
         "size": ParamInfo(128 << 20, "bytes per malloc (malloc1.c: 128UL*1024*1024)", parse_lm_bytes,
                           "a size like 128m"),
         "loops": ParamInfo(20, "at least this many malloc/free pairs per task", parse_int(1), "an integer >= 1"),

@@ -33,13 +33,25 @@ MEMSIZE = 128 * 1024 * 1024  # page_fault1.c
 PAGE = 4096
 
 
+# The parameters every will-it-scale test shares (runtest.py's -t and the _processes / _threads binaries).
+TASK_PARAMS = {
+    "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
+    "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
+                      parse_choice("processes", "threads"), "processes, threads"),
+}
+
+
+def check_nr_task(m: Any, n: int) -> None:
+    """One task per CPU, as will-it-scale binds them."""
+    if n > m.ncpus:
+        raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+
+
 class PageFault1:
     name = "will-it-scale/page_fault1"
     description = "will-it-scale page_fault1: mmap 128M, write every page, munmap; ops = pages written"
     params = {
-        "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
-        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
-                          parse_choice("processes", "threads"), "processes, threads"),
+        **TASK_PARAMS,
         "memsize": ParamInfo(MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
                              "a size like 128m"),
         "loops": ParamInfo(1, "mmap/write/munmap rounds per task", parse_int(1), "an integer >= 1"),
@@ -51,8 +63,7 @@ class PageFault1:
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
         n = p["nr_task"]
-        if n > m.ncpus:
-            raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+        check_nr_task(m, n)
         system.page_alloc.track_owners = True
         cpus = list(range(n))
         shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
@@ -143,9 +154,7 @@ class Malloc1:
     name = "will-it-scale/malloc1"
     description = "will-it-scale malloc1: malloc(128M) + free in a loop; glibc mmaps 128M+4K, writes its header"
     params = {
-        "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
-        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
-                          parse_choice("processes", "threads"), "processes, threads"),
+        **TASK_PARAMS,
         "size": ParamInfo(128 * 1024 * 1024, "bytes per malloc (malloc1.c: 128UL*1024*1024)", parse_lm_bytes,
                           "a size like 128m"),
         "loops": ParamInfo(20, "malloc/free pairs per task after warm-up", parse_int(1), "an integer >= 1"),
@@ -160,8 +169,7 @@ class Malloc1:
 
         m = system.machine
         n = p["nr_task"]
-        if n > m.ncpus:
-            raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+        check_nr_task(m, n)
         if p["size"] < MMAP_THRESHOLD_MIN:
             raise UserError("-p size", p["size"], f"at least {MMAP_THRESHOLD_MIN} (glibc's mmap threshold; "
                             "smaller requests come from the heap, not modelled)")
@@ -255,9 +263,7 @@ class _FileFault:
     description = ""
     shared = False
     params = {
-        "nr_task": ParamInfo(1, "tasks, one per CPU (cores first)", parse_int(1), "an integer >= 1"),
-        "mode": ParamInfo("processes", "processes (own mm each) or threads (one mm)",
-                          parse_choice("processes", "threads"), "processes, threads"),
+        **TASK_PARAMS,
         "memsize": ParamInfo(MEMSIZE, "bytes mapped per round (MEMSIZE = 128m)", parse_lm_bytes,
                              "a size like 128m"),
         "loops": ParamInfo(1, "counted mmap/write/munmap rounds per task", parse_int(1), "an integer >= 1"),
@@ -271,8 +277,7 @@ class _FileFault:
     def setup(self, system: Any, p: dict[str, Any]) -> None:
         m = system.machine
         n = p["nr_task"]
-        if n > m.ncpus:
-            raise UserError("-p nr_task", n, f"at most {m.ncpus} on {m.name} (one CPU per task)")
+        check_nr_task(m, n)
         system.page_alloc.track_owners = True
         cpus = list(range(n))
         shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
