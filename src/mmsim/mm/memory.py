@@ -45,15 +45,35 @@ HPAGE_SIZE = HPAGE_NR * SUBPAGE
 def stream_write(task: Task, system: Any, node: int, nbytes: int, func: str, delay: int = 0) -> int:
     """A write stream over ``nbytes`` that no later access re-reads (page-table
     pages), starting ``delay`` ns from now and sharing the node's bandwidth;
-    charges and returns its ns. Instructions: one per 64-byte line."""
+    charges and returns its ns (as predicted at its start: machine/bandwidth.py).
+    Instructions: one per 64-byte line."""
     d = system.bandwidth.write_ns(node, nbytes, system.machine.cost.core_clear_gbs, system.engine.now + delay)
     ns: int = system.counters.busy(task.cpu, func, d, nbytes // 64)
     return ns
 
 
+def start_stream(task: Task, s: Any, node: int, nbytes: int, func: str) -> int:
+    """Start a write stream of ``nbytes`` that ``task`` waits for (the caller then yields
+    PARK): at the stream's exact end under the node's bandwidth sharing, its ns are charged
+    to ``func`` (one instruction per 64-byte line) and the task is woken. Returns the ns it
+    would take if no other stream started (for models that need a duration now)."""
+    now = s.engine.now
+    cpu = task.cpu
+    engine = s.engine
+    counters = s.counters
+
+    def done(end: int) -> None:
+        counters.busy(cpu, func, end - now, nbytes // 64)
+        engine.wake(task, max(0, end - engine.now))
+
+    d: int = s.bandwidth.start_write(node, nbytes, s.machine.cost.core_clear_gbs, now, done)
+    return d
+
+
 def clear_user_pages(task: Task, system: Any, node: int, nbytes: int, func: str) -> Generator[Any, Any, None]:
-    """``clear_page_erms`` over ``nbytes``, as one bandwidth-shared stream."""
-    yield stream_write(task, system, node, nbytes, func)
+    """``clear_page_erms`` over ``nbytes``, as one bandwidth-shared stream the task waits for."""
+    start_stream(task, system, node, nbytes, func)
+    yield PARK
 
 
 # -- huge page sub-page order (clear_huge_page / copy_user_huge_page) ---------
@@ -102,14 +122,16 @@ def huge_page_order(policy: str, target: int, n: int = HPAGE_NR) -> np.ndarray:
 def clear_huge_page(task: Task, s: Any, node: int, key: Hashable, addr_hint: int) -> Generator[Any, Any, None]:
     """mm/memory.c ``clear_huge_page(page, addr_hint, HPAGE_PMD_NR)``: 512
     ``clear_user_highpage`` calls in the order of policy ``huge_clear_order``,
-    one bandwidth-shared stream; each sub-page enters the LLC as it is
-    cleared (so the last ones cleared are the hottest). The per-sub-page
+    one bandwidth-shared stream the task waits for (its end moves as other
+    streams start and end: machine/bandwidth.py); each sub-page enters the
+    LLC as it is cleared (so the last ones cleared are the hottest), at the
+    rate predicted when it starts. The per-sub-page
     ``cond_resched()`` is honoured once after the stream."""
     order = huge_page_order(s.policy("huge_clear_order"), (addr_hint >> PAGE_SHIFT) & (HPAGE_NR - 1))
     now = s.engine.now
-    d = s.bandwidth.write_ns(node, HPAGE_SIZE, s.machine.cost.core_clear_gbs, now)
+    d = start_stream(task, s, node, HPAGE_SIZE, "clear_page_erms")  # its end is exact; d as predicted now
     s.cache.fill(task.cpu, key, HPAGE_NR, order, d, now)
-    yield s.counters.busy(task.cpu, "clear_page_erms", d, HPAGE_SIZE // 64)
+    yield PARK
     if s.sched.cpus[task.cpu].need_resched:
         yield from s.sched.cond_resched(task)
 
