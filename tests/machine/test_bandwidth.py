@@ -120,3 +120,19 @@ def test_one_stream_limit_per_machine() -> None:
     bw = MemoryBandwidth(get_machine("tiny"))
     with pytest.raises(ValueError, match="core_clear_gbs"):
         bw.write_ns(0, 1000, 5.0, 0)
+
+
+def test_lateness_of_a_tracked_stream() -> None:
+    """A pass timed at 10 B/ns alone for 100 ns (1000 B) from 0; a stream of 1000 B starts at
+    50: the pass's last 500 B go at 5 B/ns, it ends at 150, 50 ns later than charged."""
+    bw = MemoryBandwidth(get_machine("tiny"))
+    rate = bw.rate(0, TINY_CORE, 0)
+    sid = bw.occupy(0, 0, int(1000 / rate), 1000, 0, track=True)
+    bw.write_ns(0, 1000, TINY_CORE, 50)
+    assert bw.lateness(0, sid, 160) == 50
+    assert bw.lateness(0, sid, 160) == 0  # forgotten
+    # asked while still active: its end as the streams stand (150), at 120
+    bw = MemoryBandwidth(get_machine("tiny"))
+    sid = bw.occupy(0, 0, 100, 1000, 0, track=True)
+    bw.write_ns(0, 1000, TINY_CORE, 50)
+    assert bw.lateness(0, sid, 120) == 50

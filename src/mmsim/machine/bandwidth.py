@@ -28,6 +28,10 @@ Two kinds of callers:
   stream itself stays in the sharing with its exact end. Their callers fold
   the duration into a longer busy period (the user passes of usemem and
   thp_memscale accumulate it as pending time), so it cannot be moved later.
+  Instead :meth:`lateness` tells, at the task's next stream, how much later
+  than predicted the previous one ended; the caller charges that then
+  (``mm/memory.py``), so a task's time is its streams' time under the
+  sharing, one stream late.
 
 A call at a time before the node's last one (a stream that a caller started
 ``delay`` ns ahead) starts at that last time: the error is at most the delay.
@@ -50,7 +54,7 @@ Done = Callable[[int], None]
 class _Node:
     """One node's sharing state: real time, virtual clock, active streams by finish tag."""
 
-    __slots__ = ("capacity", "cap", "t", "v", "heap", "waiters", "token", "seq")
+    __slots__ = ("capacity", "cap", "t", "v", "heap", "waiters", "token", "seq", "tracked", "ended")
 
     def __init__(self, capacity: float, cap: float) -> None:
         self.capacity = capacity  # bytes/ns (GB/s) written
@@ -61,6 +65,8 @@ class _Node:
         self.waiters = 0
         self.token = 0  # the current wake-up event's; older events are stale
         self.seq = 0
+        self.tracked: dict[int, tuple[float, float]] = {}  # predicted stream id -> (finish tag, end at start)
+        self.ended: dict[int, float] = {}  # tracked streams that ended -> their end
 
     def rate(self, n: int) -> float:
         """Bytes/ns each of ``n`` active streams gets."""
@@ -94,8 +100,10 @@ class MemoryBandwidth:
             end = t + (tag - v) / nd.rate(len(heap))
             if end > now + EPS:
                 break
-            _, _, done = heapq.heappop(heap)
+            _, sid, done = heapq.heappop(heap)
             t, v = (end if end > t else t), tag
+            if sid in nd.tracked:
+                nd.ended[sid] = end
             if done is not None:
                 nd.waiters -= 1
                 done(max(0, math.ceil(end - EPS)))
@@ -115,9 +123,10 @@ class MemoryBandwidth:
                 break
         return t
 
-    def _add(self, nd: _Node, now: float, eq_bytes: float, done: Done | None) -> float:
+    def _add(self, nd: _Node, now: float, eq_bytes: float, done: Done | None, charged: float = -1.0) -> float:
         """Start a stream of ``eq_bytes`` at ``now`` (or the node's time if later); returns its
-        end if no other stream starts before."""
+        end if no other stream starts before. ``charged`` >= 0: remember it for :meth:`lateness`
+        with the end its caller charged (its id is then ``nd.seq``)."""
         self._advance(nd, now)
         nd.seq += 1
         tag = nd.v + eq_bytes
@@ -125,6 +134,8 @@ class MemoryBandwidth:
         if done is not None:
             nd.waiters += 1
         end = self._end_of(nd, tag)
+        if charged >= 0.0:
+            nd.tracked[nd.seq] = (tag, charged)
         if nd.waiters:
             self._schedule(nd)
         return end
@@ -181,16 +192,36 @@ class MemoryBandwidth:
         """DRAM traffic in write-equivalent bytes (reads weighted by write_bw / read_bw)."""
         return write_bytes + read_bytes * self._rw_ratio[node]
 
-    def occupy(self, node: int, now: int, duration: int, read_bytes: int, write_bytes: int) -> None:
+    def occupy(
+        self, node: int, now: int, duration: int, read_bytes: int, write_bytes: int, track: bool = False
+    ) -> int:
         """Register the DRAM traffic of a stream whose caller timed it as ``duration`` ns at
-        :meth:`rate` (same ``node`` and ``now``): ``duration x rate`` write-equivalent bytes."""
+        :meth:`rate` (same ``node`` and ``now``): ``duration x rate`` write-equivalent bytes.
+        Returns an id for :meth:`lateness` if ``track`` (else 0)."""
         self.bytes_read[node] += read_bytes
         self.bytes_written[node] += write_bytes
-        if duration > 0:
-            nd = self._nodes[node]
-            start = max(float(now), nd.t)
-            self._advance(nd, start)
-            self._add(nd, start, duration * nd.rate(len(nd.heap) + 1), None)
+        if duration <= 0:
+            return 0
+        nd = self._nodes[node]
+        start = max(float(now), nd.t)
+        self._advance(nd, start)
+        self._add(nd, start, duration * nd.rate(len(nd.heap) + 1), None, start + duration if track else -1.0)
+        return nd.seq if track else 0
+
+    def lateness(self, node: int, sid: int, now: int) -> int:
+        """How many ns tracked stream ``sid`` ends after the end its caller charged (``now +
+        duration`` of :meth:`occupy`): positive when streams that started during it slowed it,
+        negative when the ends of others sped it up. As known at ``now``: its end if it has
+        ended, else its end as the active streams stand. Forgets it."""
+        nd = self._nodes[node]
+        if sid not in nd.tracked:
+            return 0
+        self._advance(nd, float(now))
+        tag, predicted = nd.tracked.pop(sid)
+        end = nd.ended.pop(sid, None)
+        if end is None:
+            end = self._end_of(nd, tag)
+        return int(end - predicted)
 
     def ends(self, node: int) -> list[float]:
         """The end times (ns) of ``node``'s active streams, in order, if no other stream starts."""

@@ -193,7 +193,10 @@ def user_access(
     now. ``loop`` = (cycles, instructions) per word when the data is cached.
     A sub-page still in the LLC costs only the loop; a missed one streams
     from DRAM at the bandwidth share (a write miss reads the line for
-    ownership and later writes it back). Returns the ns charged."""
+    ownership and later writes it back), timed at the share it gets at
+    its start; how much later (or earlier) the task's previous pass's DRAM
+    traffic ended under the node's bandwidth sharing is added here
+    (:func:`bw_lateness`). Returns the ns charged."""
     m = s.machine
     bw = s.bandwidth
     now = s.engine.now + delay
@@ -204,18 +207,34 @@ def user_access(
     eq = bw.equiv_bytes(node, SUBPAGE, wr)
     rate = bw.rate(node, m.cost.core_clear_gbs, now)
     t_miss = max(t_hit, eq / rate)
+    late = bw_lateness(task, s, now)
     if npages == 1:  # a 4 KiB page: the hierarchy's scalar path
         nmiss, d = s.cache.access1(task.cpu, key, t_hit, t_miss, now)
         if nmiss > 0.0:
-            bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
-        ns1: int = s.counters.busy(task.cpu, func, int(d) + 1, int(words * insns))
+            sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
+            if sid:
+                task.data["bw_stream"] = (node, sid)
+        ns1: int = s.counters.busy(task.cpu, func, max(1, int(d) + 1 + late), int(words * insns))
         return ns1
     idx = _range(first, last)
     nmiss, dur = s.cache.access(task.cpu, key, npages, idx, t_hit, t_miss, now)
     if nmiss:
-        bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
-    ns: int = s.counters.busy(task.cpu, func, int(dur.sum()) + 1, int(len(idx) * words * insns))
+        sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
+        if sid:
+            task.data["bw_stream"] = (node, sid)
+    ns: int = s.counters.busy(task.cpu, func, max(1, int(dur.sum()) + 1 + late), int(len(idx) * words * insns))
     return ns
+
+
+def bw_lateness(task: Task, s: Any, now: int) -> int:
+    """ns by which ``task``'s previous user pass's DRAM traffic ended after the end it was
+    charged for (negative: before): streams that started or ended during it changed its
+    share (machine/bandwidth.py). Charged by the caller at the task's next pass."""
+    prev = task.data.pop("bw_stream", None)
+    if prev is None:
+        return 0
+    lat: int = s.bandwidth.lateness(prev[0], prev[1], now)
+    return lat
 
 
 def smt_speed(s: Any, cpu: int) -> float:
