@@ -19,9 +19,9 @@ is ``t + (tag - v) / rate(n)``.
 Two kinds of callers:
 
 * **waiters** (:meth:`start_write`: ``clear_huge_page``, the page-table page
-  clears) park their task and are woken by an engine event at the stream's
-  exact end; an event is kept at the earliest waiter's end, and moved
-  whenever a start changes it.
+  clears) park their task and are woken at the stream's exact end: while a
+  task waits on a node, one engine event is kept at the node's next stream
+  end, and moved whenever a start changes it.
 * **predicted** (:meth:`write_ns`, :meth:`occupy` with a duration from
   :meth:`rate`) get the duration the stream would have if no other stream
   started before it ends (the ends of the active ones are counted); the
@@ -123,29 +123,31 @@ class MemoryBandwidth:
                 break
         return t
 
-    def _add(self, nd: _Node, now: float, eq_bytes: float, done: Done | None, charged: float = -1.0) -> float:
+    def _add(
+        self, nd: _Node, now: float, eq_bytes: float, done: Done | None, charged: float = -1.0, end: bool = True
+    ) -> float:
         """Start a stream of ``eq_bytes`` at ``now`` (or the node's time if later); returns its
-        end if no other stream starts before. ``charged`` >= 0: remember it for :meth:`lateness`
-        with the end its caller charged (its id is then ``nd.seq``)."""
+        end if no other stream starts before (0 unless ``end``). ``charged`` >= 0: remember it
+        for :meth:`lateness` with the end its caller charged (its id is then ``nd.seq``)."""
         self._advance(nd, now)
         nd.seq += 1
         tag = nd.v + eq_bytes
         heapq.heappush(nd.heap, (tag, nd.seq, done))
         if done is not None:
             nd.waiters += 1
-        end = self._end_of(nd, tag)
         if charged >= 0.0:
             nd.tracked[nd.seq] = (tag, charged)
         if nd.waiters:
             self._schedule(nd)
-        return end
+        return self._end_of(nd, tag) if end else 0.0
 
     def _schedule(self, nd: _Node) -> None:
-        """Keep one engine event at the earliest waiter's end (as the active streams stand)."""
-        first = min(tag for tag, _, done in nd.heap if done is not None)
-        when = max(self.engine.now, math.ceil(self._end_of(nd, first) - EPS))
+        """While a task waits on the node, keep one engine event at the next end of any stream
+        (as the active streams stand): each end changes the others' share."""
+        tag = nd.heap[0][0]
+        end = nd.t + (tag - nd.v) / nd.rate(len(nd.heap))
         nd.token += 1
-        self.engine.call_at(when, self._wake, (nd, nd.token))
+        self.engine.call_at(max(self.engine.now, math.ceil(end - EPS)), self._wake, (nd, nd.token))
 
     def _wake(self, arg: tuple[_Node, int]) -> None:
         nd, token = arg
@@ -205,7 +207,7 @@ class MemoryBandwidth:
         nd = self._nodes[node]
         start = max(float(now), nd.t)
         self._advance(nd, start)
-        self._add(nd, start, duration * nd.rate(len(nd.heap) + 1), None, start + duration if track else -1.0)
+        self._add(nd, start, duration * nd.rate(len(nd.heap) + 1), None, start + duration if track else -1.0, False)
         return nd.seq if track else 0
 
     def lateness(self, node: int, sid: int, now: int) -> int:
