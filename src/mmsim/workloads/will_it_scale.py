@@ -286,9 +286,9 @@ class _FileFault:
         # Fast mode (mmsim.metrics.sampling) for page_fault3, except threads whose faults take the shared
         # mm's mmap_lock (no VMA-lock shared faults, 4ed4379881aa): each round's munmap waits there for
         # every faulting reader and stalls them behind it, so the rounds end in convoys whose order depends
-        # on the threads' phases, which a skip does not keep. Measured (docs/performance.md): the parent
-        # 16-thread arm's per_thread_ops is +9% fast vs exact, and spans 319-364 k across noise seeds in
-        # exact mode alone; the other arms agree within 0.2% (tiny) once the skip keeps the folios' lines.
+        # on the threads' phases, which a skip does not keep. Measured (docs/performance.md): per_thread_ops
+        # +3.4% fast vs exact (tiny, 4 threads), and the 16-thread arm of vma-lock-shared-fault spans
+        # 319-364 k across noise seeds in exact mode alone; the other arms agree within 0.2%.
         convoys = p["mode"] == "threads" and system.policy("vma_lock_shared_fault") != "on"
         if self.shared and not convoys and not system.exact and system.policy("numa_balancing") == "0":
             from mmsim.metrics.events import VmEvent
