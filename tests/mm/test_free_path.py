@@ -88,14 +88,17 @@ def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
     assert pa._free_one_page(z, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(fa[0][MIGRATE_MOVABLE]) == [21, 11, 0]
     # lines: failed buddy 1 (read), order+1 buddy 2 (read), old last entry 11 (written); all
-    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each, and free_area[0]
-    assert pa.lines == 3 and pa._cs == 4 * 10
-    # the same free with 2 in use goes to the head
+    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each. free_area: the tail
+    # insert writes head.prev (byte 24 of free_area[0], line 0) and nr_free (byte 96, line 1)
+    assert pa.lines == 3 and pa.zone_lines == 2 and pa._cs == 3 * 10 + 2 * 10
+    # the same free with 2 in use goes to the head: head.next (byte 16, line 0) and nr_free
     pa2, z2 = _bare_zone(tiny)
     for pfn in (11, 21):
         z2.free_area[0][MIGRATE_MOVABLE].add(pfn, COLD)
+    pa2.zone_lines = 0
     assert pa2._free_one_page(z2, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(z2.free_area[0][MIGRATE_MOVABLE]) == [0, 21, 11]
+    assert pa2.zone_lines == 2 and pa2._cs == 3 * 10 + 2 * 10
 
 
 def test_no_order_plus_one_read_at_max_order_minus_one(tiny: Machine) -> None:
@@ -129,7 +132,7 @@ def test_pcp_drain_lines_per_page(tiny: Machine) -> None:
     pcp = pa.pcps[1][0]
     pcp.lists[MIGRATE_MOVABLE] = deque([(0, 4), (1, 5)])
     pcp.count = 2
-    pa.lines = 0
+    pa.lines = pa.zone_lines = 0
     _run(s, 1, lambda t: pa._free_pcppages_bulk(t, z, pcp, 2, MIGRATE_MOVABLE))
     # page 0: its own line, failed buddy 1, order+1 buddy 2 (free: to the tail of an empty list);
     # page 1: its own line and 10 merges (buddies 0, 2, 4, ..., 512, no list neighbours), order 10
@@ -137,11 +140,18 @@ def test_pcp_drain_lines_per_page(tiny: Machine) -> None:
     assert pa.lines == 3 + 1 + 10
     assert dict(z.free_area[MAX_ORDER][MIGRATE_MOVABLE]) == {0: 5}
     assert z.free_pages == z.managed_pages
-    # costs, all lines last written by CPU 5 (10 ns from CPU 1) unless CPU 1 wrote them since:
-    # page 0: own line, buddy 1, buddy 2, free_area[0] = 40; page 1: own line 10, buddy 0 (CPU 1
-    # wrote it as page 0) and free_area[0] 0, then orders 1..9 buddy + free_area 9 x 20, and
-    # free_area[10] 10 = 200. Path: 2 blocks x 80 + 10 merges x 40 cycles at 1 GHz.
-    assert pa.cs_stats["free_pcppages_bulk"] == [1, 40 + 200 + 2 * 80 + 10 * 40]
+    # costs, all lines last written by CPU 5 (10 ns from CPU 1) unless CPU 1 took them since.
+    # struct pages: page 0: own line, buddy 1, buddy 2 = 30; page 1: own line 10, buddy 0 (CPU 1
+    # wrote it as page 0) 0, buddies 2, 4, ..., 512 9 x 10 = 100.
+    # free_area lines (104 bytes per order; CPU 5's two allocations read or wrote lines 0-6, 8-17):
+    # page 0's insert into the empty order-0 list: head.next/prev (line 0) and nr_free (line 1) = 20;
+    # page 1's 10 deletions of an only entry (head.next, head.prev, nr_free) and its insert at
+    # order 10, new lines per order 0..10: {} {2, 3} {4} {5, 6} {8} {9} {10, 11} {12} {13, 14}
+    # {15, 16} {17} = 15 lines = 150. Path: 2 blocks x 80 + 10 merges x 40 cycles at 1 GHz.
+    assert pa.cs_stats["free_pcppages_bulk"] == [1, 30 + 20 + 100 + 150 + 2 * 80 + 10 * 40]
+    # free_area line accesses: 2 per op with both head pointers, 3 at orders 1 and 9 (the MOVABLE
+    # head straddles two lines there): page 0's insert, page 1's 10 deletions and its insert
+    assert pa.zone_lines == 2 + (2 + 3 + 7 * 2 + 3) + 2
 
 
 @pytest.mark.parametrize(("order", "lines", "ns"), [(1, 1, 50), (3, 7, 50), (4, 15, 100)])
