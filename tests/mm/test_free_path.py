@@ -1,7 +1,8 @@
 """The v6.6 free path on ``tiny`` (issue 19): ``__free_one_page`` merges,
 ``buddy_merge_likely`` tail placement, the list neighbours ``list_del``
-writes, and the exact ``struct page`` lines (and their cost by distance)
-charged per freed page for scripted sequences.
+writes, and the exact ``struct page`` and ``zone->free_area`` lines (and
+their cost by distance) charged per freed page for scripted sequences, and
+the NR_FREE_PAGES folds.
 
 tiny: CPUs 0, 1, 4, 5 on socket 0 (0/4 and 1/5 SMT siblings), 2, 3, 6, 7 on
 socket 1; a line costs 10 ns from an SMT sibling, 50 ns within a socket, 200
@@ -19,6 +20,7 @@ import pytest
 from mmsim.engine.core import Task
 from mmsim.kernels import resolve
 from mmsim.machine.model import Machine
+from mmsim.mm.buddy import FA_NEXT, FA_OP, FREE_AREA_LINES, HEAD_NEXT, HEAD_PREV, MIGRATE_UNMOVABLE
 from mmsim.mm.free_list import NIL, FreeList
 from mmsim.mm.page_alloc import COLD, MAX_ORDER, MIGRATE_MOVABLE, PageAllocator, Zone
 from mmsim.mm.system import System
@@ -164,3 +166,44 @@ def test_compound_tails_outside_the_lock(tiny: Machine, order: int, lines: int, 
     assert pa._tails(z, 64, order, 1) == ns
     assert pa.lines == lines
     assert pa._tails(z, 64, order, 1) == 0  # CPU 1 wrote them last
+
+
+def test_free_area_lines_by_the_v6_6_layout() -> None:
+    # struct free_area: 6 list heads of 16 bytes, then nr_free: 104 bytes per order, from a line
+    assert FREE_AREA_LINES == 18
+    assert FA_NEXT[0] == [0, 0, 0] and FA_NEXT[1] == [1, 1, 2]
+    assert FA_OP[0][MIGRATE_MOVABLE][0] == (1,)  # a middle entry's list_del: nr_free only
+    assert FA_OP[0][MIGRATE_MOVABLE][HEAD_NEXT] == (0, 1)
+    # order 1 MOVABLE: head.next at byte 120 (line 1), head.prev at 128 (line 2), nr_free at 200
+    assert FA_OP[1][MIGRATE_MOVABLE][HEAD_NEXT | HEAD_PREV] == (1, 2, 3)
+    assert FA_OP[1][MIGRATE_MOVABLE][HEAD_PREV] == (2, 3)
+    # order 3 UNMOVABLE: next at 312 (line 4), prev at 320 (line 5), nr_free at 408 (line 6)
+    assert FA_OP[3][MIGRATE_UNMOVABLE][HEAD_NEXT] == (4, 6) and FA_OP[3][MIGRATE_UNMOVABLE][HEAD_PREV] == (5, 6)
+    assert FA_OP[MAX_ORDER][MIGRATE_MOVABLE][HEAD_NEXT] == (16, 17)
+
+
+def test_empty_orders_scanned_are_read_once_per_cpu(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    z.free_area[2][MIGRATE_MOVABLE].add(4, COLD)  # the only free block: order 2 at pfn 4
+    pa.zone_lines = pa.lines = 0
+    assert pa._rmqueue_smallest(z, 1, 0, MIGRATE_MOVABLE) == (4, COLD)
+    # head.next of orders 0 and 1 read (lines 0, 1: home CPU 0, dirty: 50 each); order 2's only
+    # entry taken (head.next/prev on line 3, nr_free on 4: 100); expand to orders 1 and 0, each
+    # into an empty list: order 1 {1, 2, 3}: line 2 new (50), order 0 {0, 1}: both CPU 1's now.
+    # struct pages: block 4, halves 6 and 5: 3 x 50
+    assert pa.zone_lines == 2 + 2 + 3 + 2
+    assert pa._cs == 2 * 50 + 100 + 50 + 3 * 50
+    assert z.area_lines[0] == 1 << 1 | 1 and z.area_lines[3] == 1 << 1 | 1
+
+
+def test_nr_free_pages_folds_past_the_threshold(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    t = pa._stat_threshold[0]
+    assert t == 40  # calculate_normal_threshold: 2 x fls(8) x (1 + fls(1 GiB / 128 MiB)), <= 125
+    pa._cs = 0.0
+    pa._mod_free_pages(z, 1, t)  # |x| = t: stays in CPU 1's vm_stat_diff
+    assert pa._stat_diff[1][0] == t and pa.stat_folds == 0 and pa._cs == 0
+    pa._mod_free_pages(z, 1, 1)  # past it: zone->vm_stat and vm_zone_stat, last written by CPU 0
+    assert pa._stat_diff[1][0] == 0 and pa.stat_folds == 1 and pa._cs == 2 * 50
+    pa._mod_free_pages(z, 2, -(t + 1))  # CPU 2, the other socket: 200 each
+    assert pa.stat_folds == 2 and pa._cs == 2 * 50 + 2 * 200

@@ -220,7 +220,8 @@ class BuddyLists:
         ``order`` or above, split down; the upper halves go to the head of the lower lists.
         Lines: the block's ``struct page`` (read and written), its list successor's (``prev``
         written by ``list_del``), and per split level the half's and the lower list's old first
-        entry's; ``free_area[o]`` for every order touched. Never-split MAX_ORDER blocks
+        entry's; the ``free_area`` lines of each list operation (``FA_OP``) and the head.next read
+        of each empty order scanned (``FA_NEXT``). Never-split MAX_ORDER blocks
         (``pristine``) sit after the order-10 list's entries."""
         fa = z.free_area
         line = self._line
@@ -347,7 +348,8 @@ class BuddyLists:
         (``page_is_buddy`` read, ``del_page_from_free_list`` write) and its two list neighbours
         (written; none where a neighbour is the list head); the failed buddy (read); the order+1
         buddy ``buddy_merge_likely`` tests (read, below order MAX_ORDER - 1); the old first (head
-        insert) or last (tail insert) entry of the target list (written); ``free_area`` per order."""
+        insert) or last (tail insert) entry of the target list (written); the ``free_area`` lines of
+        each list operation (``FA_OP``); the NR_FREE_PAGES delta (:meth:`_mod_free_pages`)."""
         if mt < 0:
             mt = z.pageblock_mt(pfn)
         fa = z.free_area

@@ -24,7 +24,9 @@ per-CPU data cache share > 4 × batch, or the merged rule, LLC slice > 3 × batc
 **Costs.** Instructions of each function body come from :mod:`mmsim.mm.costs`.
 On top, every cache line the code touches costs the transfer from the CPU that
 wrote it last (:meth:`Machine.xfer_ns`, HITM while dirty there, HIT once read
-elsewhere): the zone's ``free_area[order]`` line (one owner per order) and,
+elsewhere): the ``zone->free_area`` lines each list operation touches, by the
+v6.6 layout (``mm/buddy.py``: list head ``next``/``prev`` and ``nr_free``), the
+NR_FREE_PAGES folds into ``zone->vm_stat`` / ``vm_zone_stat`` and,
 one by one as v6.6 touches them, the ``struct page`` lines (issue 19): in
 ``free_pcppages_bulk`` the page (``get_pcppage_migratetype``, ``list_del``);
 in ``__free_one_page`` each buddy tested (read), each buddy merged and its two
