@@ -439,6 +439,18 @@ class PageAllocator(BuddyLists):
         self._cs = saved
         self.counters.vm[cpu][PGALLOC] += count << order
 
+    def take_owned_functional(self, node: int, order: int, owner: Any, cpu: int = 0) -> None:
+        """:meth:`take_functional` of one block, remembered under ``owner`` for :meth:`free_owned`
+        (a skipped fault's PTE table, which the unmap frees like a simulated one's)."""
+        saved = self._cs
+        got = self._rmqueue(self._pick(node, order), cpu, order, MIGRATE_MOVABLE)
+        self._cs = saved
+        if got is None:
+            raise MemoryError(f"node {node}: no free block of order {order} for a skipped fault")
+        self.counters.vm[cpu][PGALLOC] += 1 << order
+        if self.track_owners:
+            self.owned.setdefault(owner, []).append(got[0] << 4 | order)
+
     # -- freeing ------------------------------------------------------------------------
     def free_pages(self, task: Task, pfn: int, order: int, pending: int = 0) -> Generator[Any, Any, int]:
         """``__free_pages`` → ``free_unref_page`` (PCP orders) or ``free_one_page``.
