@@ -9,7 +9,8 @@ a given build); it reuses only :class:`~mmsim.workloads.base.ParamInfo` so
   ``usemem -n N SIZE``; case-anon-w-rand adds ``--random``; case-anon-r-seq
   ``--readonly``; case-anon-cow-seq ``--prealloc --prefault``). Each of
   ``nr_task`` processes maps ``size / nr_task`` bytes and stores (or loads)
-  every 8-byte word; each reports its bytes (usemem's accounting, see
+  every 8-byte word with usemem's own ``do_rw_once`` loop (native/usemem.c,
+  built with ``-O`` as usemem is); each reports its bytes (usemem's accounting, see
   :func:`_usemem`) over the time since usemem started as KB/s (KB = 1024 B),
   and ``vm-scalability.throughput`` is their sum, as LKP sums usemem's lines.
 * ``vm-scalability/anon-w-seq-hugetlb``: the same with MAP_HUGETLB
@@ -186,8 +187,13 @@ def _usemem(op: str) -> Body:
     from ``start_time``. The ``bytes / 8`` terms are usemem's own accounting."""
 
     def body(p: dict[str, Any], thp: str | None) -> dict[str, float]:
-        from mmsim.native import tasks
+        from mmsim.native import tasks, usemem
+        from mmsim.native.safety import Skip
 
+        try:
+            usemem.lib()  # built (and loaded) before the fork, so every task has it
+        except usemem.NoCompiler as e:
+            raise Skip(str(e)) from None
         n = nr_tasks(p["nr_task"])
         hugetlb = _is_hugetlb(op)
         nbytes = _per_task(p, hugetlb, _is_cow(op))
@@ -203,13 +209,7 @@ def _usemem(op: str) -> Body:
         def task(i: int) -> dict[str, float]:
             m = pre if pre is not None else tasks.map_anon(nbytes, thp, hugetlb=hugetlb, readonly=op == "r-seq")
             rw_bytes = 0 if pre is not None else nbytes // 8
-            a = tasks.words(m)
-            if op == "r-seq":
-                rw_bytes += tasks.read_seq(a, deadline)
-            elif op == "w-rand":
-                rw_bytes += tasks.write_rand(a, seed=i, deadline=deadline)
-            else:
-                rw_bytes += tasks.write_seq(a, deadline)
+            rw_bytes += usemem.rw_once(m, op == "r-seq", deadline, i + 1 if op == "w-rand" else None)
             delta_us = (time.perf_counter() - start) * 1e6
             return {"unit_bytes": done_bytes + rw_bytes, "delta_us": delta_us}
 
