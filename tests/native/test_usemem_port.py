@@ -53,3 +53,19 @@ def test_a_past_deadline_stops_at_the_first_check() -> None:
 
 def test_cached_loop_time_is_positive() -> None:
     assert usemem.cached_ns_per_word(reps=200) > 0
+
+
+def test_pmbench_port_reports_rate_mean_median_and_cpu_rate() -> None:
+    # native/mb.c pmbench: every access timed by its own rdtscp pair, as pmbench's histogram_access
+    from mmsim.native import microbench as mb
+
+    exe = mb.helper()
+    if exe is None:
+        pytest.skip("no C compiler")
+    import subprocess
+
+    out = subprocess.run([str(exe), "pmbench", str(8 << 20), str(4 << 20), "0.05", "50"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    rate, mean_ns, median_ns, cpu_rate = (float(x) for x in out)
+    assert rate > 0 and mean_ns > 0 and median_ns > 0 and cpu_rate >= rate * 0.99
+    assert mb.pmbench_rate(8 << 20, 4 << 20, 0.05, 50) is not None
