@@ -372,7 +372,8 @@ def __handle_mm_fault(
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
         elif state is None and huge_memory.thp_applies(s, vma, addr):
-            vma.anon_vma = True  # do_huge_pmd_anonymous_page: anon_vma_prepare first (not charged)
+            if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
+                yield anon_vma_prepare(task, s, vma)
             ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
                 kind = "thp" if write else "thp-zero"
@@ -387,7 +388,8 @@ def __handle_mm_fault(
 
                 kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
             elif not pt.pte_bitmap(slot)[pfn & 511]:
-                vma.anon_vma = vma.anon_vma or write  # anon_vma_prepare (not charged: once per VMA)
+                if write and not vma.anon_vma:
+                    yield anon_vma_prepare(task, s, vma)
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
             elif prot is not None and prot[pfn & 511]:
@@ -398,6 +400,15 @@ def __handle_mm_fault(
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
     return kind
+
+
+def anon_vma_prepare(task: Task, s: Any, vma: Vma) -> int:
+    """mm/rmap.c ``anon_vma_prepare`` (v6.7) on a VMA without an ``anon_vma``: a new ``anon_vma`` and
+    ``anon_vma_chain`` linked to it (once per VMA; malloc1 pays it every iteration). Returns the ns charged."""
+    vma.anon_vma = True
+    ns, ins = path("anon_vma_prepare", s.machine.freq_ghz)
+    charged: int = s.counters.busy(task.cpu, "__anon_vma_prepare", ns, ins)
+    return charged
 
 
 def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:

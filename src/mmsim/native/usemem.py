@@ -22,6 +22,10 @@ SOURCE = Path(__file__).with_name("usemem.c")
 FLAGS = ("-O", "-shared", "-fPIC", "-fvisibility=hidden")  # vm-scalability Makefile / usemem.c header: gcc -O
 
 
+WIS_SOURCE = Path(__file__).with_name("wis.c")
+WIS_FLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden")  # will-it-scale's Makefile: -O2
+
+
 class NoCompiler(RuntimeError):
     """No working C compiler: the usemem loop cannot run natively."""
 
@@ -44,6 +48,23 @@ def lib() -> ctypes.CDLL:
         dll.usemem_set.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_double]
         _LIB = dll
     return _LIB
+
+
+_WIS: ctypes.CDLL | None = None
+
+
+def wis_lib() -> ctypes.CDLL:
+    """native/wis.c (will-it-scale's malloc1 loop) loaded, or :class:`NoCompiler`."""
+    global _WIS
+    if _WIS is None:
+        so = compiled(WIS_SOURCE, "wis.so", WIS_FLAGS)
+        if so is None:
+            raise NoCompiler("malloc1's loop needs the C helper (native/wis.c) and no working C compiler was found")
+        dll = ctypes.CDLL(str(so))
+        dll.wis_malloc1.restype = ctypes.c_long
+        dll.wis_malloc1.argtypes = [ctypes.c_ulong, ctypes.c_long]
+        _WIS = dll
+    return _WIS
 
 
 def _address(m: mmap.mmap) -> tuple[int, np.ndarray]:
