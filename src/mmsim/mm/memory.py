@@ -25,6 +25,7 @@ from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
+from mmsim.mm.user_loops import loop_cost
 
 PGFAULT = int(VmEvent.PGFAULT)
 NUMA_HINT_FAULTS = int(VmEvent.NUMA_HINT_FAULTS)
@@ -168,7 +169,8 @@ def user_access(
 ) -> int:
     """User code touching sub-pages ``first..last-1`` of page ``key`` in order,
     every 8-byte word (usemem's ``do_rw_once``), starting ``delay`` ns from
-    now. ``loop`` = (cycles, instructions) per word when the data is cached.
+    now. ``loop`` = (cycles, instructions) per word when the data is cached, or a
+    :class:`~mmsim.mm.user_loops.UserLoop` whose cycles follow the core's issue width.
     A sub-page still in the LLC costs only the loop; a missed one streams
     from DRAM at the bandwidth share (a write miss reads the line for
     ownership and later writes it back). Returns the ns charged."""
@@ -176,7 +178,7 @@ def user_access(
     bw = s.bandwidth
     now = s.engine.now + delay
     words = SUBPAGE // 8
-    cyc, insns = loop
+    cyc, insns = loop_cost(m, loop)
     t_hit = words * cyc / (m.freq_ghz * smt_speed(s, task.cpu))
     wr = SUBPAGE if write else 0
     eq = bw.equiv_bytes(node, SUBPAGE, wr)
