@@ -59,7 +59,8 @@ from mmsim.mm import hugetlb, memory
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
-from mmsim.mm.user_loops import USEMEM_LOOP, USEMEM_RANDOM_LOOP  # per-word cycles/instructions, sourced there
+from mmsim.mm.user_loops import USEMEM_LOOP as USEMEM_LOOP  # re-exported: vm_scalability_shm uses it
+from mmsim.mm.user_loops import USEMEM_RANDOM_LOOP  # per-word costs, sourced in mm/user_loops.py
 from mmsim.workloads.base import ParamInfo, parse_int, register
 
 # usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
