@@ -25,6 +25,7 @@ from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
+from mmsim.mm.user_loops import loop_cost
 
 PGFAULT = int(VmEvent.PGFAULT)
 NUMA_HINT_FAULTS = int(VmEvent.NUMA_HINT_FAULTS)
@@ -190,7 +191,8 @@ def user_access(
 ) -> int:
     """User code touching sub-pages ``first..last-1`` of page ``key`` in order,
     every 8-byte word (usemem's ``do_rw_once``), starting ``delay`` ns from
-    now. ``loop`` = (cycles, instructions) per word when the data is cached.
+    now. ``loop`` = (cycles, instructions) per word when the data is cached, or a
+    :class:`~mmsim.mm.user_loops.UserLoop` whose cycles follow the core's issue width.
     A sub-page still in the LLC costs only the loop; a missed one streams
     from DRAM at the bandwidth share (a write miss reads the line for
     ownership and later writes it back), timed at the share it gets at
@@ -201,7 +203,7 @@ def user_access(
     bw = s.bandwidth
     now = s.engine.now + delay
     words = SUBPAGE // 8
-    cyc, insns = loop
+    cyc, insns = loop_cost(m, loop)
     t_hit = words * cyc / (m.freq_ghz * smt_speed(s, task.cpu))
     wr = SUBPAGE if write else 0
     eq = bw.equiv_bytes(node, SUBPAGE, wr)
@@ -413,7 +415,8 @@ def __handle_mm_fault(
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
         elif state is None and huge_memory.thp_applies(s, vma, addr):
-            vma.anon_vma = True  # do_huge_pmd_anonymous_page: anon_vma_prepare first (not charged)
+            if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
+                yield anon_vma_prepare(task, s, vma)
             ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
                 kind = "thp" if write else "thp-zero"
@@ -428,7 +431,8 @@ def __handle_mm_fault(
 
                 kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
             elif not pt.pte_bitmap(slot)[pfn & 511]:
-                vma.anon_vma = vma.anon_vma or write  # anon_vma_prepare (not charged: once per VMA)
+                if write and not vma.anon_vma:
+                    yield anon_vma_prepare(task, s, vma)
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
             elif prot is not None and prot[pfn & 511]:
@@ -439,6 +443,15 @@ def __handle_mm_fault(
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
     return kind
+
+
+def anon_vma_prepare(task: Task, s: Any, vma: Vma) -> int:
+    """mm/rmap.c ``anon_vma_prepare`` (v6.7) on a VMA without an ``anon_vma``: a new ``anon_vma`` and
+    ``anon_vma_chain`` linked to it (once per VMA; malloc1 pays it every iteration). Returns the ns charged."""
+    vma.anon_vma = True
+    ns, ins = path("anon_vma_prepare", s.machine.freq_ghz)
+    charged: int = s.counters.busy(task.cpu, "__anon_vma_prepare", ns, ins)
+    return charged
 
 
 def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:

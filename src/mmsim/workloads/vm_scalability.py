@@ -39,11 +39,9 @@ Tasks are placed as the scheduler's fork balancing does
 (``select_task_rq_fair`` → ``find_idlest_group`` with SD_BALANCE_FORK): the
 least loaded socket first, idle cores before SMT siblings.
 
-The user loop cost per word (``USEMEM_LOOP``) is an estimate from
-``do_rw_once``'s body compiled with ``-O``: about 25 instructions (the
-``opt_randomise``, verify, ``opt_delay``, runtime and ``rw_limit`` tests,
-the ``do_access`` call, counters) in about 7 cycles when the line is cached
-(one store per cycle; a 4-wide core). Misses cost what the memory model
+The user loop cost per word (``USEMEM_LOOP``, ``USEMEM_RANDOM_LOOP``) is
+``do_rw_once``'s body compiled with ``-O``, its cycles measured natively
+with the line cached (mm/user_loops.py has the figures and sources). Misses cost what the memory model
 says (machine/bandwidth.py, machine/llc.py).
 """
 
@@ -62,10 +60,10 @@ from mmsim.mm import hugetlb, memory
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
+from mmsim.mm.user_loops import USEMEM_LOOP as USEMEM_LOOP  # re-exported: vm_scalability_shm uses it
+from mmsim.mm.user_loops import USEMEM_RANDOM_LOOP  # per-word costs, sourced in mm/user_loops.py
 from mmsim.workloads.base import ParamInfo, parse_int, register
 
-# estimate: (cycles, instructions) per 8-byte word of usemem's do_rw_once with the line cached
-USEMEM_LOOP = (7.0, 25.0)
 # usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
 RUNTIME_CHECK_WORDS = 0x10000
 # estimate: L1D fill buffers (Optimization Reference Manual: 10 on Nehalem..Haswell) bound the
@@ -392,7 +390,7 @@ class UsememCase:
         p_hit = min(1.0, cache.capacity / sharing / per)
         home = m.cpu_node(t.cpu)
         lat = m.nodes[home].latency_ns
-        cyc, insns = USEMEM_LOOP
+        cyc, insns = USEMEM_RANDOM_LOOP
         t_hit = cyc / (m.freq_ghz * memory.smt_speed(system, t.cpu))
         bw = system.bandwidth
         eq = bw.equiv_bytes(home, 64, 64)
