@@ -91,8 +91,10 @@ def test_set_spinlock_kind_per_lock_class() -> None:
     else, exactly as v4.13's queued default does; ``spinlock_page_table_lock=queued``
     does not touch it. 4 tasks on CPUs 0, 1 (socket 0), 2, 3 (socket 1), no think
     time: 19 of the 20 acquisitions contend. The queued lock's hand-offs carry at most
-    two re-readers (pending waiter, MCS head) plus the node writes (34 of them), so the
-    waits are shorter than under the ticket lock's storms of three."""
+    two re-readers (pending waiter, MCS head), but also the node writes (34 of them) and
+    the new holder's set_locked store; with only three waiters the ticket lock's storm
+    is the cheaper of the two here (the queued lock wins with more waiters:
+    tests/locks/test_spinlock.py)."""
     params = {"tasks": "4", "iterations": "5", "think_ns": "0", "hold_ns": "1000"}
 
     def go(kernel: str, policies: dict[str, str]) -> tuple[str, int, int, object, float]:
@@ -100,8 +102,8 @@ def test_set_spinlock_kind_per_lock_class() -> None:
         return (st["kind"], st["contentions"], st["wait_ns_total"], st.get("mcs_node_transfers"),
                 r.metrics["lockstress.elapsed_seconds"])
 
-    ticket = ("spinlock(ticket)", 19, 85_666, None, 28_258e-9)
-    queued = ("spinlock(queued)", 19, 79_650, 34, 26_650e-9)
+    ticket = ("spinlock(ticket)", 19, 82_447, None, 27_450e-9)
+    queued = ("spinlock(queued)", 19, 84_732, 34, 28_058e-9)
     assert go("v3.12", {}) == ticket
     assert go("v3.12", {"spinlock_page_table_lock": "queued"}) == ticket
     assert go("v3.12", {"spinlock_lockstress": "queued"}) == queued
