@@ -11,11 +11,7 @@ after another: the first from the writer (mean HITM(writer, w)), each later
 one from the previous reader (mean HIT over ordered spinner pairs). The next
 owner is served half-way through: first + (n-1)/2 · per. Ticket waiters all
 spin on the line; qspinlock's only the pending waiter and the MCS queue head,
-and the qspinlock waiter that sees the release stores to the lock word
-(clear_pending_set_locked / set_locked) before its critical section; a queue
-head that takes the lock writes its successor's node (one HITM). A write by
-the CPU whose write set off the storm under way, before the storm's first
-re-read has reached it, hits in its cache (0 ns).
+and a queue head that takes the lock writes its successor's node (one HITM).
 """
 
 from __future__ import annotations
@@ -99,23 +95,21 @@ def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     # CPU 2 sets pending (RFO 200) and spins on the lock word; CPU 6 queues as MCS head
     # (xchg_tail: RFO 10 + storm {2} 10; links into nobody's node) and spins on the lock
     # word; CPU 1 queues behind 6 (xchg_tail; writes 6's node: HITM(6,1) 200), spins locally.
-    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6}: first 200, per 10 (line busy to 1410);
-    #   CPU 2 (pending) sees it half-way: 200 + int(200 + 5) = 405 → 1405, then its
-    #   clear_pending_set_locked store waits for the line (1410) and takes it from the readers
-    #   {2,6}: (0+10)/2 = 5 → granted 1415 (storm {6}: 10, line busy to 1425).
-    # Release by 2 at 2415: RFO from {6}: 10; storm {6}: 10 → 20; CPU 6 is the queue head: it
-    #   writes CPU 1's node, HITM(6,1) 200 → 2635; its set_locked store: it was the storm's only
-    #   reader, 0 → granted 2635. CPU 1 is now the head and spins on the lock word (storm {1}: 200).
-    # Release by 6 at 3635: RFO from {1}: 200; storm {1}: 200 → 4035; set_locked: 0.
-    assert granted == {0: 0, 2: 1415, 6: 2635, 1: 4035}
+    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6}: first 200, per 10;
+    #   CPU 2 (pending) half-way: 200 + int(200 + 5) = 405 → 1405.
+    # Release by 2 at 2405: RFO from {2,6}: (0+10)/2 = 5; storm {6}: 10 → 15; CPU 6 is the
+    #   queue head: it writes CPU 1's node, HITM(6,1) 200 → 2405 + 215 = 2620. CPU 1 is now
+    #   the head and spins on the lock word.
+    # Release by 6 at 3620: RFO from {6}: 0; storm {1}: 200 → 3820.
+    assert granted == {0: 0, 2: 1405, 6: 2620, 1: 3820}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1415 + 2635 + 4035
-    assert st.wait_ns_max == 4035
+    assert st.wait_ns_total == 1405 + 2620 + 3820
+    assert st.wait_ns_max == 3820
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
     assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1415
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1405
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
@@ -128,20 +122,17 @@ def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> No
     arrival's readers (200) + CPU 2's place in the storm: first 200 (HITM 0→socket 1)
     and half of the other re-reads. Ticket: all nwait waiters re-read (per = mean
     pair HIT: 0, 50, 110/3·…): 400, 425, 436, 455. Queued: at most 2 re-readers
-    (pending CPU 2 and queue head CPU 3), then CPU 2's clear_pending_set_locked store,
-    which waits for the storm's end and takes the line from its readers {2, 3}
-    (25 + 25): 400, 475, 475, 475: constant from two waiters on.
-    Second hand-off (2 → 3): ticket 75, 75, 100; queued 100 (set_locked after the
-    pending waiter), then 150 (3 also writes 6's node: 50)."""
+    (pending CPU 2 and queue head CPU 3): 400, 425, 425, 425.
+    Second hand-off (2 → 3): ticket 75, 75, 100; queued 75 + 50 (3 writes 6's node)."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
     assert g_ticket[2] - hold == [400, 425, 436, 455][nwait - 1]
-    assert g_queued[2] - hold == [400, 475, 475, 475][nwait - 1]
+    assert g_queued[2] - hold == [400, 425, 425, 425][nwait - 1]
     if nwait >= 2:
         assert g_ticket[3] - g_ticket[2] - hold == [75, 75, 100][nwait - 2]
-        assert g_queued[3] - g_queued[2] - hold == [100, 150, 150][nwait - 2]
+        assert g_queued[3] - g_queued[2] - hold == [75, 125, 125][nwait - 2]
 
 
 def test_uncontended_acquire_pays_the_line_transfer(make_rig: Callable[[], Rig]) -> None:

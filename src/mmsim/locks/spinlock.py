@@ -22,16 +22,11 @@ and so in what a hand-off costs.
   predecessor's ``node->next``), and only the queue head spins on the lock
   word; the others spin on their own node, which nobody else touches. So at
   most two CPUs (pending waiter and queue head) re-read the lock word after a
-  release. The waiter that sees the release then stores to the lock word
-  (``clear_pending_set_locked`` for the pending waiter, ``set_locked`` or the
-  final ``cmpxchg`` for the queue head) before its critical section: one
-  more write of the line, from its readers, which sets off the queue head's
-  re-read when a pending waiter takes it. When the queue head takes the lock
-  it passes the head role on with ``arch_mcs_spin_unlock_contended(&next->locked)``:
-  a write of the next waiter's node line, whose owner is spinning on it (one
-  HITM). A hand-off is therefore the lock word's transfer, the new holder's
-  store to it and, for a queue head, the next waiter's node: constant in the
-  number of waiters.
+  release. When the queue head takes the lock it passes the head role on
+  with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
+  waiter's node line, whose owner is spinning on it (one HITM). A hand-off is
+  therefore the lock word's transfer plus, for a queue head, the next
+  waiter's node: constant in the number of waiters.
 
 The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
 objects may share (``mm->page_table_lock`` shares its line with
@@ -146,27 +141,10 @@ class Spinlock:
             line.add_spinner(succ[0].cpu)
             st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
         self.holder = nxt
+        self.acquired_at = now + h
         self.last_cpu = ncpu
-        if self._ticket:
-            self._granted(nxt, since, now + h)
-        else:
-            # The pending waiter's clear_pending_set_locked() / the queue head's set_locked() (or the
-            # cmpxchg of the last in the queue): a store to the lock word once it has seen the release,
-            # before its critical section. It takes the line from the storm's readers and sets off a
-            # storm of its own (the queue head spinning on the word behind a pending waiter).
-            self.ctx.engine.call_at(now + h, self._set_locked, (nxt, since))
+        wait = now + h - since
+        st.note_wait(wait)
+        self.ctx.counters.busy(ncpu, self._spin_func, wait)
+        self.ctx.engine.wake(nxt, h)
         return 0
-
-    def _set_locked(self, arg: tuple[Task, int]) -> None:
-        nxt, since = arg
-        now = self.ctx.engine.now
-        self._granted(nxt, since, now + self.line.write(nxt.cpu, now)[0])
-
-    def _granted(self, nxt: Task, since: int, at: int) -> None:
-        """``nxt`` holds the lock from ``at``: lock_stat's wait, the spin charged to its CPU, its wake-up."""
-        self.acquired_at = at
-        wait = at - since
-        self.stat.note_wait(wait)
-        self.ctx.counters.busy(nxt.cpu, self._spin_func, wait)
-        eng = self.ctx.engine
-        eng.wake(nxt, at - eng.now)
