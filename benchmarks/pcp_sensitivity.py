@@ -134,13 +134,13 @@ def measure(name: str) -> dict[str, Any]:
 def _count(st: Counter[str]) -> Iterator[None]:
     """Count, without changing any cost: blocks freed to the buddy lists and
     their merge levels, and list operations on a ``free_area`` another CPU
-    wrote last (each charged the free_area line; the struct page lines are charged apart)."""
-    touch_area, free_one = PageAllocator._touch_area, PageAllocator._free_one_page
+    wrote last (each charged its free_area lines, FA_OP; the struct page lines are charged apart)."""
+    area_op, free_one = PageAllocator._area_op, PageAllocator._free_one_page
 
-    def area(self: PageAllocator, z: Any, order: int, cpu: int) -> float:
+    def area(self: PageAllocator, z: Any, cpu: int, lines: tuple[int, ...], write: bool = True) -> float:
         st["free_area ops"] += 1
-        st["free_area ops after another CPU"] += z.area_owner[order] != cpu
-        ns: float = touch_area(self, z, order, cpu)
+        st["free_area ops after another CPU"] += any(z.area_lines[ln] >> 1 != cpu for ln in lines)
+        ns: float = area_op(self, z, cpu, lines, write)
         return ns
 
     def free(self: PageAllocator, z: Any, cpu: int, pfn: int, order: int, stamp: int, mt: int = -1) -> int:
@@ -149,7 +149,7 @@ def _count(st: Counter[str]) -> Iterator[None]:
         st[f"blocks merging {levels} levels" if levels < 3 else "blocks merging 3+ levels"] += 1
         return levels
 
-    with mock.patch.object(PageAllocator, "_touch_area", area), \
+    with mock.patch.object(PageAllocator, "_area_op", area), \
             mock.patch.object(PageAllocator, "_free_one_page", free):
         yield
 

@@ -14,11 +14,14 @@ import subprocess
 from pathlib import Path
 
 
-def compiled(source: Path, stem: str) -> Path | None:
-    """``source`` compiled with ``cc -O2 -pthread`` (cached per source hash), or None when no C compiler works."""
+def compiled(source: Path, stem: str, flags: tuple[str, ...] = ("-O2", "-pthread")) -> Path | None:
+    """``source`` compiled with ``cc`` and ``flags`` (default ``-O2 -pthread``; cached per source hash and
+    flags), or None when no C compiler works."""
     src = source.read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmsim"
-    exe = cache / f"{stem}-{hashlib.sha256(src).hexdigest()[:12]}"
+    tag = hashlib.sha256(src + " ".join(flags).encode()).hexdigest()[:12] if flags != ("-O2", "-pthread") else (
+        hashlib.sha256(src).hexdigest()[:12])
+    exe = cache / f"{stem}-{tag}"
     if exe.is_file():
         return exe
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -27,7 +30,7 @@ def compiled(source: Path, stem: str) -> Path | None:
     try:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = exe.with_suffix(f".{os.getpid()}")
-        r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(source)], capture_output=True, timeout=60)
+        r = subprocess.run([cc, *flags, "-o", str(tmp), str(source)], capture_output=True, timeout=60)
         if r.returncode != 0:
             return None
         tmp.replace(exe)

@@ -6,11 +6,11 @@ import pytest
 
 from mmsim.experiments.reproduce import reproduce
 
-# The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of the kernels
-# before the auto-tuning patches is about half the published one, as in pcp-free-high; and since the cache
-# hierarchy of issue 17 the p5 -> p7 miss-rate rise is not there (-0.15 points; it was +0.03, at the wrong
-# patch, with the old LLC model).
-KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "zone_lock_share.p3", "cache_miss_rise.p5_to_p7"}
+# The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of base and p1
+# is 20 points under the published one, as in pcp-free-high (p3's came into its +-10 points with the zone
+# lines by layout, session 7); and since the cache hierarchy of issue 17 the p5 -> p7 miss-rate rise is not
+# there (-0.08 points; it was +0.03, at the wrong patch, with the old LLC model).
+KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "cache_miss_rise.p5_to_p7"}
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """The v6.6 free path on ``tiny`` (issue 19): ``__free_one_page`` merges,
 ``buddy_merge_likely`` tail placement, the list neighbours ``list_del``
-writes, and the exact ``struct page`` lines (and their cost by distance)
-charged per freed page for scripted sequences.
+writes, and the exact ``struct page`` and ``zone->free_area`` lines (and
+their cost by distance) charged per freed page for scripted sequences, and
+the NR_FREE_PAGES folds.
 
 tiny: CPUs 0, 1, 4, 5 on socket 0 (0/4 and 1/5 SMT siblings), 2, 3, 6, 7 on
 socket 1; a line costs 10 ns from an SMT sibling, 50 ns within a socket, 200
@@ -19,6 +20,7 @@ import pytest
 from mmsim.engine.core import Task
 from mmsim.kernels import resolve
 from mmsim.machine.model import Machine
+from mmsim.mm.buddy import FA_NEXT, FA_OP, FREE_AREA_LINES, HEAD_NEXT, HEAD_PREV, MIGRATE_UNMOVABLE
 from mmsim.mm.free_list import NIL, FreeList
 from mmsim.mm.page_alloc import COLD, MAX_ORDER, MIGRATE_MOVABLE, PageAllocator, Zone
 from mmsim.mm.system import System
@@ -88,14 +90,17 @@ def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
     assert pa._free_one_page(z, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(fa[0][MIGRATE_MOVABLE]) == [21, 11, 0]
     # lines: failed buddy 1 (read), order+1 buddy 2 (read), old last entry 11 (written); all
-    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each, and free_area[0]
-    assert pa.lines == 3 and pa._cs == 4 * 10
-    # the same free with 2 in use goes to the head
+    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each. free_area: the tail
+    # insert writes head.prev (byte 24 of free_area[0], line 0) and nr_free (byte 96, line 1)
+    assert pa.lines == 3 and pa.zone_lines == 2 and pa._cs == 3 * 10 + 2 * 10
+    # the same free with 2 in use goes to the head: head.next (byte 16, line 0) and nr_free
     pa2, z2 = _bare_zone(tiny)
     for pfn in (11, 21):
         z2.free_area[0][MIGRATE_MOVABLE].add(pfn, COLD)
+    pa2.zone_lines = 0
     assert pa2._free_one_page(z2, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(z2.free_area[0][MIGRATE_MOVABLE]) == [0, 21, 11]
+    assert pa2.zone_lines == 2 and pa2._cs == 3 * 10 + 2 * 10
 
 
 def test_no_order_plus_one_read_at_max_order_minus_one(tiny: Machine) -> None:
@@ -129,7 +134,7 @@ def test_pcp_drain_lines_per_page(tiny: Machine) -> None:
     pcp = pa.pcps[1][0]
     pcp.lists[MIGRATE_MOVABLE] = deque([(0, 4), (1, 5)])
     pcp.count = 2
-    pa.lines = 0
+    pa.lines = pa.zone_lines = 0
     _run(s, 1, lambda t: pa._free_pcppages_bulk(t, z, pcp, 2, MIGRATE_MOVABLE))
     # page 0: its own line, failed buddy 1, order+1 buddy 2 (free: to the tail of an empty list);
     # page 1: its own line and 10 merges (buddies 0, 2, 4, ..., 512, no list neighbours), order 10
@@ -137,11 +142,18 @@ def test_pcp_drain_lines_per_page(tiny: Machine) -> None:
     assert pa.lines == 3 + 1 + 10
     assert dict(z.free_area[MAX_ORDER][MIGRATE_MOVABLE]) == {0: 5}
     assert z.free_pages == z.managed_pages
-    # costs, all lines last written by CPU 5 (10 ns from CPU 1) unless CPU 1 wrote them since:
-    # page 0: own line, buddy 1, buddy 2, free_area[0] = 40; page 1: own line 10, buddy 0 (CPU 1
-    # wrote it as page 0) and free_area[0] 0, then orders 1..9 buddy + free_area 9 x 20, and
-    # free_area[10] 10 = 200. Path: 2 blocks x 80 + 10 merges x 40 cycles at 1 GHz.
-    assert pa.cs_stats["free_pcppages_bulk"] == [1, 40 + 200 + 2 * 80 + 10 * 40]
+    # costs, all lines last written by CPU 5 (10 ns from CPU 1) unless CPU 1 took them since.
+    # struct pages: page 0: own line, buddy 1, buddy 2 = 30; page 1: own line 10, buddy 0 (CPU 1
+    # wrote it as page 0) 0, buddies 2, 4, ..., 512 9 x 10 = 100.
+    # free_area lines (104 bytes per order; CPU 5's two allocations read or wrote lines 0-6, 8-17):
+    # page 0's insert into the empty order-0 list: head.next/prev (line 0) and nr_free (line 1) = 20;
+    # page 1's 10 deletions of an only entry (head.next, head.prev, nr_free) and its insert at
+    # order 10, new lines per order 0..10: {} {2, 3} {4} {5, 6} {8} {9} {10, 11} {12} {13, 14}
+    # {15, 16} {17} = 15 lines = 150. Path: 2 blocks x 80 + 10 merges x 40 cycles at 1 GHz.
+    assert pa.cs_stats["free_pcppages_bulk"] == [1, 30 + 20 + 100 + 150 + 2 * 80 + 10 * 40]
+    # free_area line accesses: 2 per op with both head pointers, 3 at orders 1 and 9 (the MOVABLE
+    # head straddles two lines there): page 0's insert, page 1's 10 deletions and its insert
+    assert pa.zone_lines == 2 + (2 + 3 + 7 * 2 + 3) + 2
 
 
 @pytest.mark.parametrize(("order", "lines", "ns"), [(1, 1, 50), (3, 7, 50), (4, 15, 100)])
@@ -154,3 +166,44 @@ def test_compound_tails_outside_the_lock(tiny: Machine, order: int, lines: int, 
     assert pa._tails(z, 64, order, 1) == ns
     assert pa.lines == lines
     assert pa._tails(z, 64, order, 1) == 0  # CPU 1 wrote them last
+
+
+def test_free_area_lines_by_the_v6_6_layout() -> None:
+    # struct free_area: 6 list heads of 16 bytes, then nr_free: 104 bytes per order, from a line
+    assert FREE_AREA_LINES == 18
+    assert FA_NEXT[0] == [0, 0, 0] and FA_NEXT[1] == [1, 1, 2]
+    assert FA_OP[0][MIGRATE_MOVABLE][0] == (1,)  # a middle entry's list_del: nr_free only
+    assert FA_OP[0][MIGRATE_MOVABLE][HEAD_NEXT] == (0, 1)
+    # order 1 MOVABLE: head.next at byte 120 (line 1), head.prev at 128 (line 2), nr_free at 200
+    assert FA_OP[1][MIGRATE_MOVABLE][HEAD_NEXT | HEAD_PREV] == (1, 2, 3)
+    assert FA_OP[1][MIGRATE_MOVABLE][HEAD_PREV] == (2, 3)
+    # order 3 UNMOVABLE: next at 312 (line 4), prev at 320 (line 5), nr_free at 408 (line 6)
+    assert FA_OP[3][MIGRATE_UNMOVABLE][HEAD_NEXT] == (4, 6) and FA_OP[3][MIGRATE_UNMOVABLE][HEAD_PREV] == (5, 6)
+    assert FA_OP[MAX_ORDER][MIGRATE_MOVABLE][HEAD_NEXT] == (16, 17)
+
+
+def test_empty_orders_scanned_are_read_once_per_cpu(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    z.free_area[2][MIGRATE_MOVABLE].add(4, COLD)  # the only free block: order 2 at pfn 4
+    pa.zone_lines = pa.lines = 0
+    assert pa._rmqueue_smallest(z, 1, 0, MIGRATE_MOVABLE) == (4, COLD)
+    # head.next of orders 0 and 1 read (lines 0, 1: home CPU 0, dirty: 50 each); order 2's only
+    # entry taken (head.next/prev on line 3, nr_free on 4: 100); expand to orders 1 and 0, each
+    # into an empty list: order 1 {1, 2, 3}: line 2 new (50), order 0 {0, 1}: both CPU 1's now.
+    # struct pages: block 4, halves 6 and 5: 3 x 50
+    assert pa.zone_lines == 2 + 2 + 3 + 2
+    assert pa._cs == 2 * 50 + 100 + 50 + 3 * 50
+    assert z.area_lines[0] == 1 << 1 | 1 and z.area_lines[3] == 1 << 1 | 1
+
+
+def test_nr_free_pages_folds_past_the_threshold(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    t = pa._stat_threshold[0]
+    assert t == 40  # calculate_normal_threshold: 2 x fls(8) x (1 + fls(1 GiB / 128 MiB)), <= 125
+    pa._cs = 0.0
+    pa._mod_free_pages(z, 1, t)  # |x| = t: stays in CPU 1's vm_stat_diff
+    assert pa._stat_diff[1][0] == t and pa.stat_folds == 0 and pa._cs == 0
+    pa._mod_free_pages(z, 1, 1)  # past it: zone->vm_stat and vm_zone_stat, last written by CPU 0
+    assert pa._stat_diff[1][0] == 0 and pa.stat_folds == 1 and pa._cs == 2 * 50
+    pa._mod_free_pages(z, 2, -(t + 1))  # CPU 2, the other socket: 200 each
+    assert pa.stat_folds == 2 and pa._cs == 2 * 50 + 2 * 200

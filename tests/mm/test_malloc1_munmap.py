@@ -93,3 +93,14 @@ def test_malloc1_size_must_fit_below_mmap_base(capsys: Any) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["mmsim: error: -p size: invalid value 107374182400000; allowed: at most 16383g for 8 mapping(s) "
                    "of one mm below mmap_base (larger fails with ENOMEM)"]
+
+
+def test_each_new_vma_prepares_and_unlinks_its_anon_vma_once() -> None:
+    # mm/rmap.c: anon_vma_prepare on the first write fault of each new VMA (700 cycles = 700 ns on tiny's
+    # 1 GHz), unlink_anon_vmas in free_pgtables at munmap (500); the VMA-lock path never prepares one
+    s, _, kinds, _ = run_loop("d4148aeab412")
+    prof = s.counters.profile_total()
+    assert kinds == ["anon"] * 3
+    assert (prof["__anon_vma_prepare"].ns, prof["__anon_vma_prepare"].insns) == (3 * 700, 3 * 600)
+    assert (prof["unlink_anon_vmas"].ns, prof["unlink_anon_vmas"].insns) == (3 * 500, 3 * 450)
+    assert prof["do_mmap_pgoff"].ns == 3 * 3080 and prof["do_munmap"].ns == 3 * 8216

@@ -33,15 +33,16 @@ TOTAL_PAGES = 2 * GIB // 4096  # two 1 GiB nodes = 524288 pages
 #   batch 31 pages under zone->lock: 31 × 70 = 2170 → 3530; clear 4096 B:
 #   int(4096/10)+1 = 410 → 3940; link under mm->page_table_lock (0 ns).
 PMD_ALLOC_DONE = 3940
-# THP: __rmqueue order 9: 70 → 4010; clear 2 MiB: int(2097152/10)+1 = 209716 →
-# 213726; pte_alloc_one from the PCP: 60 → 213786; PMD lock (0);
-# __do_huge_pmd_anonymous_page 300 → 214086; deposit, rss_stat, nr_ptes atomics 0;
+# THP: anon_vma_prepare (the VMA's first write fault) 700 → 4640; __rmqueue order 9:
+# 70 → 4710; clear 2 MiB: int(2097152/10)+1 = 209716 → 214426; pte_alloc_one from
+# the PCP: 60 → 214486; PMD lock (0); __do_huge_pmd_anonymous_page 300 → 214786; deposit, rss_stat, nr_ptes atomics 0;
 # the 511 tail struct pages (prep_compound_page) were last written by CPU 0 itself: 0.
-THP_DONE = 214_086
+THP_DONE = 214_786
 # 4 KiB: __pte_alloc: 60 → 4000, clear 410 → 4410, populate under page_table_lock;
-# do_anonymous_page: PCP fast path 60 + clear 410 → 4880; PTE lock;
-# do_anonymous_page path 400 → 5280.
-ANON_DONE = 5280
+# anon_vma_prepare (the VMA's first write fault) 700 → 5110;
+# do_anonymous_page: PCP fast path 60 + clear 410 → 5580; PTE lock;
+# do_anonymous_page path 400 → 5980.
+ANON_DONE = 5980
 
 
 def _system(tiny: Machine, kernel: str, **overrides: str) -> tuple[System, MmStruct, Task]:
@@ -149,10 +150,10 @@ def test_thp_never_gives_only_4k_faults(tiny: Machine) -> None:
     # 1 PMD table + 2 PTE tables (one per 2 MiB) + 3 pages.
     assert vm[VmEvent.PGALLOC_NORMAL] == 6
     assert mm.pgtables.nr_pte_tables == 2
-    # First fault as the misaligned one (5280). Second (same PTE table): entry 1000
+    # First fault as the misaligned one (5980). Second (same PTE table): entry 1000
     # + 300, PCP page 60 + clear 410, PTE path 400 = 2170 → 7450. Third (next 2 MiB):
-    # 1300 + __pte_alloc (60 + 410) + 470 + 400 = 2640 → 10090.
-    assert s.engine.now == ANON_DONE + 2170 + 2640 == 10_090
+    # 1300 + __pte_alloc (60 + 410) + 470 + 400 = 2640 → 10790.
+    assert s.engine.now == ANON_DONE + 2170 + 2640 == 10_790
 
 
 def test_thp_madvise_needs_the_advice(tiny: Machine) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmsim.machine import yamlio
-from mmsim.machine.model import SMT_SOURCE, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
+from mmsim.machine.model import ISSUE_SOURCE, SMT_SOURCE, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 
 NATIVE = "native measurement: "
 EST = "estimate: "
@@ -349,5 +349,6 @@ def _host_cost(ghz: float) -> CostModel:
             "page_fault_ns": p.RULE_FAULT, "smt_thread_speed": "estimate: " + SMT_SOURCE,
             "line_hit_socket_ns": "estimate: no clean-line figure, equal to line_xfer_socket_ns",
             "line_hit_remote_ns": "estimate: no clean-line figure, equal to line_xfer_remote_ns",
+            "issue_width": "estimate: " + ISSUE_SOURCE + "; mmsim calibrate measures it",
         }.items()},
     )

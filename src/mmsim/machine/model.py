@@ -90,6 +90,12 @@ class Socket:
 # runs at about 1.3 / 2 = 0.65 of its solo speed when both are busy.
 SMT_THREAD_SPEED = 0.65
 SMT_SOURCE = "Marr et al., Intel Technology Journal 6(1) 2002: Hyper-Threading gives up to +30% per core"
+# Fused uops a core issues (renames/allocates) per cycle: the bound of a front-end-bound user loop.
+# 4 on Intel Core from Nehalem through Cascade Lake / Cooper Lake (Agner Fog, "The microarchitecture of
+# Intel, AMD and VIA CPUs": "up to four instructions per clock" at rename).
+ISSUE_WIDTH = 4.0
+ISSUE_SOURCE = ("Agner Fog, The microarchitecture of Intel, AMD and VIA CPUs: 4 fused uops per clock at "
+                "rename on Intel Core, Nehalem to Cascade Lake (the default)")
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ class CostModel:
       excluding locks, allocation and clearing (those are charged separately).
     * ``smt_thread_speed``: speed of one SMT thread, relative to running alone
       on its core, while a sibling thread also runs (core-bound code only).
+    * ``issue_width``: fused uops per cycle the core issues; a front-end-bound user loop
+      (mm/user_loops.py) costs its uops / ``issue_width`` cycles per iteration when its data is cached.
     """
 
     line_xfer_smt_ns: float
@@ -126,9 +134,12 @@ class CostModel:
     smt_thread_speed: float = SMT_THREAD_SPEED
     line_hit_socket_ns: float | None = None
     line_hit_remote_ns: float | None = None
+    issue_width: float = ISSUE_WIDTH
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        if self.issue_width == ISSUE_WIDTH and self.sources:  # a sourced machine: the default's source too
+            self.sources.setdefault("issue_width", ISSUE_SOURCE)
         for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
             if getattr(self, hit) is None:
                 object.__setattr__(self, hit, getattr(self, hitm))
@@ -145,6 +156,7 @@ class CostModel:
             "smt_thread_speed",
             "line_hit_socket_ns",
             "line_hit_remote_ns",
+            "issue_width",
         )
         if self.smt_thread_speed > 1:
             raise ValueError(f"CostModel.smt_thread_speed must be in (0, 1], got {self.smt_thread_speed!r}")

@@ -484,6 +484,7 @@ def icelake_6338_2s() -> Machine:
                                 "60.1/64.2; plausible 45-51 ns"),
             line_hit_remote_ns=(round(110.9 * 60.1 / 64.2, 2), "estimate: 110.9 ns x the local HIT/HITM ratio "
                                 "60.1/64.2 (MLC gives no remote HIT); plausible 95-111 ns"),
+            issue_width=(5.0, f"{OPT_MANUAL}: Sunny Cove allocates 5 uops per cycle"),
         ),
         sources={
             "freq_ghz": ark("Xeon Gold 6338"),
@@ -526,7 +527,7 @@ def xeon_phi_7295() -> Machine:
         caches=caches,
         nodes=(dram_node(0, 80, local, peak, 0),),  # LKP report: 'with 80G memory'
         distances=((10,),),  # one node in quadrant/cache mode
-        cost=rule_cost(
+        cost=sourced(rule_cost(
             ghz, l2,
             # estimate: requester -> distributed tag directory -> owner tile over the mesh,
             # about one DDR-latency worth of mesh crossings
@@ -541,7 +542,7 @@ def xeon_phi_7295() -> Machine:
                 "line_xfer_smt_ns": f"{RULE_SMT} (17 cycles); plausible 5-15 ns",
                 "line_xfer_remote_ns": "single socket: unused (set equal to line_xfer_socket_ns)",
             },
-        ),
+        ), issue_width=(2.0, f"{SODANI_KNL}: the core decodes, allocates and retires 2 per cycle")),
         sources={
             "freq_ghz": ark("Xeon Phi 7295"),
             "sockets": f"{ark('Xeon Phi 7295')}; {LKP_KNM}",

@@ -146,7 +146,11 @@ def dict_to_machine(d: Any, where: str = "machine") -> Machine:
 
 
 def _check_sharing(where: str, m: Machine) -> None:
-    """A cache can be shared by at most every CPU; checks the model cannot do per part."""
+    """The three cache levels, each once; a cache shared by at most every CPU: checks the model cannot do
+    per part."""
+    names = [c.name for c in m.caches]
+    if sorted(names) != ["L1d", "L2", "L3"]:  # machine/hierarchy.py models exactly these three levels
+        raise _fail(where, "caches", ", ".join(names) or "none", "one entry each for L1d, L2 and L3")
     for i, cache in enumerate(m.caches):
         if cache.shared_by > m.ncpus:
             raise _fail(where, f"caches[{i}].shared_by", cache.shared_by, f"at most the {m.ncpus} CPUs of the machine")

@@ -57,6 +57,13 @@ T975_7 = 2.365
 WAIT, WINDOW, SKIPPING = range(3)
 
 
+def sim_now(system: Any) -> int:
+    """Simulated time with the fast-forward's skipped time added: every thread skips the same time
+    together, so a workload's spans and elapsed time measured with it include the skips."""
+    ff = system.fast_forward
+    return int(system.engine.now + (ff.skipped_ns if ff is not None else 0))
+
+
 def _lock_tuple(s: LockStat) -> tuple[int, int, int, int, int, dict[str, int]]:
     return (s.acquisitions, s.contentions, s.wait_ns_total, s.hold_ns_total, s.instances, dict(s.extra))
 
@@ -161,6 +168,7 @@ class FastForward:
         self.warm = warm
         self.tail = tail
         self.min_thread_ops = min_thread_ops
+        self.lo: dict[int, int] = {}
         self.hi: dict[int, int] = {}
         self.pos: dict[int, int] = {}
         self.cpu: dict[int, int] = {}
@@ -184,10 +192,16 @@ class FastForward:
         self.windows_discarded = 0
         self._var_ns2 = 0.0
 
-    def register(self, i: int, nops: int, cpu: int) -> None:
-        """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations."""
-        self.hi[i] = nops
-        self.pos[i] = 0
+    def register(self, i: int, nops: int, cpu: int, start: int = 0) -> None:
+        """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
+        ``start``. A thread with several regions (will-it-scale's rounds) registers each one after
+        :meth:`leave` of the last, with ``start`` past the last one's end: positions only grow."""
+        old = self.pos.get(i, 0)
+        assert start >= old, "a thread's positions only grow"
+        self.lo[i] = start
+        self.hi[i] = start + nops
+        self.pos[i] = start
+        self.sum_pos += start - old
         self.cpu[i] = cpu
 
     def _unsteady(self, i: int) -> None:
@@ -222,7 +236,7 @@ class FastForward:
             if not self.pending:
                 self.state = WAIT
             return n
-        if self.warm <= pos <= self.hi[i] - self.tail:
+        if self.lo[i] + self.warm <= pos <= self.hi[i] - self.tail:
             if i not in self.steady:
                 self.steady.add(i)
                 self.blocking -= 1

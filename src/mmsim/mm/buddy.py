@@ -26,11 +26,43 @@ FALLBACKS = ((MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE), (MIGRATE_RECLAIMABLE, MIGRA
 
 COLD = -1  # stamp of memory never written since boot
 
+# The free_area lines of struct zone (include/linux/mmzone.h, v6.6). ``struct free_area`` is
+# ``struct list_head free_list[MIGRATE_TYPES]`` (16 bytes each: ``next``, ``prev``) then ``unsigned
+# long nr_free``. MIGRATE_TYPES is 6 with CONFIG_CMA and CONFIG_MEMORY_ISOLATION (UNMOVABLE, MOVABLE,
+# RECLAIMABLE, HIGHATOMIC, CMA, ISOLATE; both options are y in distribution configs such as LKP's
+# x86_64-rhel-8.3: an assumption), so an element is 104 bytes. ``free_area[]`` starts on a cache line:
+# ``CACHELINE_PADDING(_pad1_)`` precedes it (v6.5/v6.6 layout quoted in store id 34598568687). So an
+# order's list head and its ``nr_free`` are often on different lines, neighbouring orders share
+# lines, and a few list heads straddle two (e.g. order 3 UNMOVABLE: ``next`` at byte 312, ``prev``
+# at 320). 11 x 104 = 1144 bytes = 18 lines.
+MIGRATE_TYPES = 6
+FREE_AREA_BYTES = MIGRATE_TYPES * 16 + 8
+CACHE_LINE = 64
+FREE_AREA_LINES = -(-NR_ORDERS * FREE_AREA_BYTES // CACHE_LINE)
+
+
+def _fa_line(order: int, byte: int) -> int:
+    return (order * FREE_AREA_BYTES + byte) // CACHE_LINE
+
+
+# FA_OP[order][mt][mask]: the distinct free_area lines one list operation writes: ``nr_free``, plus
+# the list head's ``next`` (mask 1) and/or ``prev`` (mask 2) field. FA_NEXT[order][mt]: the line of
+# ``next`` alone (``list_first_entry_or_null`` reads it).
+FA_NEXT = [[_fa_line(o, 16 * mt) for mt in range(MIGRATE_PCPTYPES)] for o in range(NR_ORDERS)]
+FA_OP = [[[tuple(sorted({_fa_line(o, MIGRATE_TYPES * 16)}
+                        | ({_fa_line(o, 16 * mt)} if mask & 1 else set())
+                        | ({_fa_line(o, 16 * mt + 8)} if mask & 2 else set())))
+           for mask in range(4)] for mt in range(MIGRATE_PCPTYPES)] for o in range(NR_ORDERS)]
+HEAD_NEXT, HEAD_PREV = 1, 2
+# zone->vm_stat[] (after CACHELINE_PADDING(_pad3_) in struct zone): NR_FREE_PAGES is item 0, so its
+# line is the array's first; kept in Zone.area_lines after the free_area lines.
+VM_STAT_LINE = FREE_AREA_LINES
+
 
 class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_owner", "page_owner", "tail_owner", "owner_cap",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "page_owner", "tail_owner", "owner_cap",
         "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
     )
 
@@ -54,7 +86,8 @@ class Zone:
                 self.free_area[order][MIGRATE_MOVABLE][pfn] = COLD
                 pfn += 1 << order
         self.pb_mt: dict[int, int] = {}  # pageblock index -> migratetype, if not MOVABLE
-        self.area_owner = [home] * NR_ORDERS
+        # free_area line -> last CPU to take it << 1 | dirty (see BuddyLists._area_op)
+        self.area_lines = [home << 1 | 1] * (FREE_AREA_LINES + 1)
         # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines
         self.page_owner: dict[int, int] = {}
         # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
@@ -82,6 +115,11 @@ class BuddyLists:
 
     _cs: float
     lines: int
+    zone_lines: int
+    stat_folds: int
+    _stat_diff: list[list[int]]
+    _stat_threshold: list[int]
+    _global_stat: list[int]
     _xrows: list[list[float] | None]
     _xfer: Callable[..., float]
     _ncpus: int
@@ -136,14 +174,45 @@ class BuddyLists:
         (SLUB's ``struct slab``): the transfer from its last writer, in ns."""
         return self._line(z, pfn, cpu, True)
 
-    def _touch_area(self, z: Zone, order: int, cpu: int) -> float:
-        """``zone->free_area[order]``: ``nr_free`` and the list heads, taken as one line, written
-        by every list operation at that order."""
-        own = z.area_owner[order]
-        if own == cpu:
-            return 0.0
-        z.area_owner[order] = cpu
-        return self._xfer(own, cpu, modified=True)
+    def _area_op(self, z: Zone, cpu: int, lines: tuple[int, ...], write: bool = True) -> float:
+        """One list operation's accesses to ``zone->free_area`` lines (``FA_OP`` / ``FA_NEXT``): each
+        line costs the transfer from the CPU that took it last (HITM while dirty there, HIT once
+        read), 0 if that is ``cpu``. A read leaves the line clean with ``cpu`` as its forwarder
+        (MESIF's F state goes to the last requester); a later write by another sharer pays a HIT
+        from it (the upgrade's snoop, approximated by a transfer)."""
+        return self._lines_op(z.area_lines, cpu, lines, write)
+
+    def _lines_op(self, al: list[int], cpu: int, lines: tuple[int, ...], write: bool) -> float:
+        xr = self._xrows
+        self.zone_lines += len(lines)
+        ns = 0.0
+        for ln in lines:
+            st = al[ln]
+            if st >> 1 == cpu:
+                if write:
+                    al[ln] = cpu << 1 | 1
+                continue
+            al[ln] = cpu << 1 | int(write)
+            row = xr[st]
+            if row is None:
+                row = xr[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]
+            ns += row[cpu]
+        return ns
+
+    def _mod_free_pages(self, z: Zone, cpu: int, delta: int) -> None:
+        """``__mod_zone_page_state(zone, NR_FREE_PAGES, delta)`` (mm/vmstat.c, v6.6), under
+        zone->lock here: the CPU's ``vm_stat_diff`` (an s8, local) takes the delta; past
+        ``stat_threshold`` it is folded with ``zone_page_state_add``: ``atomic_long_add`` on
+        ``zone->vm_stat[NR_FREE_PAGES]`` and on the global ``vm_zone_stat[NR_FREE_PAGES]``, two
+        lines every CPU of every zone writes (charged into the current section)."""
+        row = self._stat_diff[cpu]
+        x = row[z.index] + delta
+        if abs(x) > self._stat_threshold[z.index]:
+            self.stat_folds += 1
+            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True) \
+                + self._lines_op(self._global_stat, cpu, (0,), True)
+            x = 0
+        row[z.index] = x
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
@@ -151,10 +220,12 @@ class BuddyLists:
         ``order`` or above, split down; the upper halves go to the head of the lower lists.
         Lines: the block's ``struct page`` (read and written), its list successor's (``prev``
         written by ``list_del``), and per split level the half's and the lower list's old first
-        entry's; ``free_area[o]`` for every order touched. Never-split MAX_ORDER blocks
+        entry's; the ``free_area`` lines of each list operation (``FA_OP``) and the head.next read
+        of each empty order scanned (``FA_NEXT``). Never-split MAX_ORDER blocks
         (``pristine``) sit after the order-10 list's entries."""
         fa = z.free_area
         line = self._line
+        area_op = self._area_op
         for o in range(order, NR_ORDERS):
             area = fa[o][mt]
             if area:
@@ -162,14 +233,18 @@ class BuddyLists:
                 cs = line(z, pfn, cpu, True)
                 if nxt != NIL:
                     cs += line(z, nxt, cpu, True)
+                # list_first_entry reads head.next; list_del writes it (and head.prev if now empty)
+                cs += area_op(z, cpu, FA_OP[o][mt][HEAD_NEXT | (HEAD_PREV if nxt == NIL else 0)])
             elif o == MAX_ORDER and z.pristine < z.pristine_end and mt == MIGRATE_MOVABLE \
                     and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE:
                 pfn, stamp = z.pristine, COLD
                 z.pristine += 1 << MAX_ORDER
                 cs = line(z, pfn, cpu, True)
+                cs += area_op(z, cpu, FA_OP[o][mt][HEAD_NEXT])
             else:
+                # get_page_from_free_area on an empty list: a read of head.next
+                self._cs += area_op(z, cpu, (FA_NEXT[o][mt],), False)
                 continue
-            cs += self._touch_area(z, o, cpu)
             while o > order:
                 o -= 1
                 half = pfn + (1 << o)
@@ -177,7 +252,9 @@ class BuddyLists:
                 cs += line(z, half, cpu, True)
                 if f != NIL:
                     cs += line(z, f, cpu, True)
-                cs += self._touch_area(z, o, cpu)
+                    cs += area_op(z, cpu, FA_OP[o][mt][HEAD_NEXT])  # add_to_free_list
+                else:
+                    cs += area_op(z, cpu, FA_OP[o][mt][HEAD_NEXT | HEAD_PREV])  # into an empty list
             self._cs += cs
             z.free_pages -= 1 << order
             return pfn, stamp
@@ -186,18 +263,20 @@ class BuddyLists:
     def _rmqueue(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
         """``__rmqueue``: the requested type, else steal from a fallback type."""
         got = self._rmqueue_smallest(z, cpu, order, mt)
-        if got is None and self._rmqueue_fallback(z, order, mt):
+        if got is None and self._rmqueue_fallback(z, order, mt, cpu):
             got = self._rmqueue_smallest(z, cpu, order, mt)
         return got
 
-    def _find_fallback(self, z: Zone, order: int, start_mt: int) -> int:
+    def _find_fallback(self, z: Zone, order: int, start_mt: int, cpu: int) -> int:
+        """``find_suitable_fallback``: ``free_area_empty`` reads each fallback type's head.next."""
         for fmt in FALLBACKS[start_mt]:
+            self._cs += self._area_op(z, cpu, (FA_NEXT[order][fmt],), False)
             if z.free_area[order][fmt] or (order == MAX_ORDER and fmt == MIGRATE_MOVABLE
                                            and z.pristine < z.pristine_end):
                 return fmt
         return -1
 
-    def _rmqueue_fallback(self, z: Zone, order: int, start_mt: int) -> bool:
+    def _rmqueue_fallback(self, z: Zone, order: int, start_mt: int, cpu: int) -> bool:
         """``__rmqueue_fallback`` + ``steal_suitable_fallback`` (v6.6): the largest
         fallback block; for a MOVABLE request that could not steal its pageblock,
         the smallest instead. A block of pageblock order or more changes its
@@ -210,14 +289,14 @@ class BuddyLists:
         found = -1
         cur = MAX_ORDER
         for cur in range(MAX_ORDER, order - 1, -1):
-            found = self._find_fallback(z, cur, start_mt)
+            found = self._find_fallback(z, cur, start_mt, cpu)
             if found >= 0:
                 break
         if found < 0:
             return False
         if not can_steal(cur) and cur > order:  # find_smallest
             for cur in range(order, NR_ORDERS):
-                found = self._find_fallback(z, cur, start_mt)
+                found = self._find_fallback(z, cur, start_mt, cpu)
                 if found >= 0:
                     break
         area = z.free_area[cur][found]
@@ -269,7 +348,8 @@ class BuddyLists:
         (``page_is_buddy`` read, ``del_page_from_free_list`` write) and its two list neighbours
         (written; none where a neighbour is the list head); the failed buddy (read); the order+1
         buddy ``buddy_merge_likely`` tests (read, below order MAX_ORDER - 1); the old first (head
-        insert) or last (tail insert) entry of the target list (written); ``free_area`` per order."""
+        insert) or last (tail insert) entry of the target list (written); the ``free_area`` lines of
+        each list operation (``FA_OP``); the NR_FREE_PAGES delta (:meth:`_mod_free_pages`)."""
         if mt < 0:
             mt = z.pageblock_mt(pfn)
         fa = z.free_area
@@ -277,21 +357,29 @@ class BuddyLists:
         levels = 0
         cs = 0.0
         z.free_pages += 1 << order
+        self._mod_free_pages(z, cpu, 1 << order)  # __mod_zone_freepage_state (no isolated pageblocks)
         while order < MAX_ORDER:
             buddy = pfn ^ (1 << order)
+            bmt = 0  # the buddy's list (its migratetype)
             for bl in fa[order]:
                 if buddy in bl:
                     break
+                bmt += 1
             else:
                 cs += line(z, buddy, cpu, False)  # page_is_buddy fails
                 break
             cs += line(z, buddy, cpu, True)
             bstamp, prev, nxt = bl.remove(buddy)
+            mask = 0
             if prev != NIL:
                 cs += line(z, prev, cpu, True)
+            else:
+                mask = HEAD_NEXT
             if nxt != NIL:
                 cs += line(z, nxt, cpu, True)
-            cs += self._touch_area(z, order, cpu)
+            else:
+                mask |= HEAD_PREV
+            cs += self._area_op(z, cpu, FA_OP[order][bmt][mask])  # del_page_from_free_list
             if bstamp > stamp:
                 stamp = bstamp
             pfn &= ~(1 << order)
@@ -307,5 +395,8 @@ class BuddyLists:
         f = fl.add_tail(pfn, stamp) if to_tail else fl.add(pfn, stamp)
         if f != NIL:
             cs += line(z, f, cpu, True)
-        self._cs += cs + self._touch_area(z, order, cpu)
+            mask = HEAD_PREV if to_tail else HEAD_NEXT
+        else:
+            mask = HEAD_NEXT | HEAD_PREV  # the first entry: both of the head's pointers
+        self._cs += cs + self._area_op(z, cpu, FA_OP[order][mt][mask])
         return levels

@@ -176,3 +176,24 @@ def new_anon_folio(task: Task, s: Any, node: int, nr_pages: int, where: tuple[in
     st.folios.setdefault(where, []).append(node)
     yield from mem_cgroup_charge(task, s, nr_pages)
     yield from folio_add_lru(task, s, node, nr_pages > 1)
+
+
+def skip_new_folios(s: Any, cpu: int, nodes: list[int], nr_pages: int = 1) -> None:
+    """The state :func:`mem_cgroup_charge` and :func:`folio_add_lru` leave after new folios of
+    ``nr_pages`` on ``nodes`` were added on ``cpu``, without their time (a fast-forward skip,
+    mmsim.metrics.sampling: the costs were extrapolated): the CPU's memcg stock, its ``lru_add``
+    batch and the LRU sizes its drains add."""
+    st = state(s)
+    if st is None:
+        return
+    b = st.batches[cpu]
+    for node in nodes:
+        if nr_pages <= st.stock[cpu]:
+            st.stock[cpu] -= nr_pages
+        elif nr_pages < MEMCG_CHARGE_BATCH:
+            st.stock[cpu] += MEMCG_CHARGE_BATCH - nr_pages
+        b.append(node)
+        if nr_pages > 1 or len(b) >= PAGEVEC_SIZE:
+            for n in b:
+                st.nr_lru[n] += 1
+            b.clear()

@@ -25,6 +25,7 @@ from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
+from mmsim.mm.user_loops import loop_cost
 
 PGFAULT = int(VmEvent.PGFAULT)
 NUMA_HINT_FAULTS = int(VmEvent.NUMA_HINT_FAULTS)
@@ -45,15 +46,35 @@ HPAGE_SIZE = HPAGE_NR * SUBPAGE
 def stream_write(task: Task, system: Any, node: int, nbytes: int, func: str, delay: int = 0) -> int:
     """A write stream over ``nbytes`` that no later access re-reads (page-table
     pages), starting ``delay`` ns from now and sharing the node's bandwidth;
-    charges and returns its ns. Instructions: one per 64-byte line."""
+    charges and returns its ns (as predicted at its start: machine/bandwidth.py).
+    Instructions: one per 64-byte line."""
     d = system.bandwidth.write_ns(node, nbytes, system.machine.cost.core_clear_gbs, system.engine.now + delay)
     ns: int = system.counters.busy(task.cpu, func, d, nbytes // 64)
     return ns
 
 
+def start_stream(task: Task, s: Any, node: int, nbytes: int, func: str) -> int:
+    """Start a write stream of ``nbytes`` that ``task`` waits for (the caller then yields
+    PARK): at the stream's exact end under the node's bandwidth sharing, its ns are charged
+    to ``func`` (one instruction per 64-byte line) and the task is woken. Returns the ns it
+    would take if no other stream started (for models that need a duration now)."""
+    now = s.engine.now
+    cpu = task.cpu
+    engine = s.engine
+    counters = s.counters
+
+    def done(end: int) -> None:
+        counters.busy(cpu, func, end - now, nbytes // 64)
+        engine.wake(task, max(0, end - engine.now))
+
+    d: int = s.bandwidth.start_write(node, nbytes, s.machine.cost.core_clear_gbs, now, done)
+    return d
+
+
 def clear_user_pages(task: Task, system: Any, node: int, nbytes: int, func: str) -> Generator[Any, Any, None]:
-    """``clear_page_erms`` over ``nbytes``, as one bandwidth-shared stream."""
-    yield stream_write(task, system, node, nbytes, func)
+    """``clear_page_erms`` over ``nbytes``, as one bandwidth-shared stream the task waits for."""
+    start_stream(task, system, node, nbytes, func)
+    yield PARK
 
 
 # -- huge page sub-page order (clear_huge_page / copy_user_huge_page) ---------
@@ -102,14 +123,16 @@ def huge_page_order(policy: str, target: int, n: int = HPAGE_NR) -> np.ndarray:
 def clear_huge_page(task: Task, s: Any, node: int, key: Hashable, addr_hint: int) -> Generator[Any, Any, None]:
     """mm/memory.c ``clear_huge_page(page, addr_hint, HPAGE_PMD_NR)``: 512
     ``clear_user_highpage`` calls in the order of policy ``huge_clear_order``,
-    one bandwidth-shared stream; each sub-page enters the LLC as it is
-    cleared (so the last ones cleared are the hottest). The per-sub-page
+    one bandwidth-shared stream the task waits for (its end moves as other
+    streams start and end: machine/bandwidth.py); each sub-page enters the
+    LLC as it is cleared (so the last ones cleared are the hottest), at the
+    rate predicted when it starts. The per-sub-page
     ``cond_resched()`` is honoured once after the stream."""
     order = huge_page_order(s.policy("huge_clear_order"), (addr_hint >> PAGE_SHIFT) & (HPAGE_NR - 1))
     now = s.engine.now
-    d = s.bandwidth.write_ns(node, HPAGE_SIZE, s.machine.cost.core_clear_gbs, now)
+    d = start_stream(task, s, node, HPAGE_SIZE, "clear_page_erms")  # its end is exact; d as predicted now
     s.cache.fill(task.cpu, key, HPAGE_NR, order, d, now)
-    yield s.counters.busy(task.cpu, "clear_page_erms", d, HPAGE_SIZE // 64)
+    yield PARK
     if s.sched.cpus[task.cpu].need_resched:
         yield from s.sched.cond_resched(task)
 
@@ -168,32 +191,52 @@ def user_access(
 ) -> int:
     """User code touching sub-pages ``first..last-1`` of page ``key`` in order,
     every 8-byte word (usemem's ``do_rw_once``), starting ``delay`` ns from
-    now. ``loop`` = (cycles, instructions) per word when the data is cached.
+    now. ``loop`` = (cycles, instructions) per word when the data is cached, or a
+    :class:`~mmsim.mm.user_loops.UserLoop` whose cycles follow the core's issue width.
     A sub-page still in the LLC costs only the loop; a missed one streams
     from DRAM at the bandwidth share (a write miss reads the line for
-    ownership and later writes it back). Returns the ns charged."""
+    ownership and later writes it back), timed at the share it gets at
+    its start; how much later (or earlier) the task's previous pass's DRAM
+    traffic ended under the node's bandwidth sharing is added here
+    (:func:`bw_lateness`). Returns the ns charged."""
     m = s.machine
     bw = s.bandwidth
     now = s.engine.now + delay
     words = SUBPAGE // 8
-    cyc, insns = loop
+    cyc, insns = loop_cost(m, loop)
     t_hit = words * cyc / (m.freq_ghz * smt_speed(s, task.cpu))
     wr = SUBPAGE if write else 0
     eq = bw.equiv_bytes(node, SUBPAGE, wr)
     rate = bw.rate(node, m.cost.core_clear_gbs, now)
     t_miss = max(t_hit, eq / rate)
+    late = bw_lateness(task, s, now)
     if npages == 1:  # a 4 KiB page: the hierarchy's scalar path
         nmiss, d = s.cache.access1(task.cpu, key, t_hit, t_miss, now)
         if nmiss > 0.0:
-            bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
-        ns1: int = s.counters.busy(task.cpu, func, int(d) + 1, int(words * insns))
+            sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
+            if sid:
+                task.data["bw_stream"] = (node, sid)
+        ns1: int = s.counters.busy(task.cpu, func, max(1, int(d) + 1 + late), int(words * insns))
         return ns1
     idx = _range(first, last)
     nmiss, dur = s.cache.access(task.cpu, key, npages, idx, t_hit, t_miss, now)
     if nmiss:
-        bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr)
-    ns: int = s.counters.busy(task.cpu, func, int(dur.sum()) + 1, int(len(idx) * words * insns))
+        sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
+        if sid:
+            task.data["bw_stream"] = (node, sid)
+    ns: int = s.counters.busy(task.cpu, func, max(1, int(dur.sum()) + 1 + late), int(len(idx) * words * insns))
     return ns
+
+
+def bw_lateness(task: Task, s: Any, now: int) -> int:
+    """ns by which ``task``'s previous user pass's DRAM traffic ended after the end it was
+    charged for (negative: before): streams that started or ended during it changed its
+    share (machine/bandwidth.py). Charged by the caller at the task's next pass."""
+    prev = task.data.pop("bw_stream", None)
+    if prev is None:
+        return 0
+    lat: int = s.bandwidth.lateness(prev[0], prev[1], now)
+    return lat
 
 
 def smt_speed(s: Any, cpu: int) -> float:
@@ -372,7 +415,8 @@ def __handle_mm_fault(
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
         elif state is None and huge_memory.thp_applies(s, vma, addr):
-            vma.anon_vma = True  # do_huge_pmd_anonymous_page: anon_vma_prepare first (not charged)
+            if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
+                yield anon_vma_prepare(task, s, vma)
             ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
                 kind = "thp" if write else "thp-zero"
@@ -387,7 +431,8 @@ def __handle_mm_fault(
 
                 kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
             elif not pt.pte_bitmap(slot)[pfn & 511]:
-                vma.anon_vma = vma.anon_vma or write  # anon_vma_prepare (not charged: once per VMA)
+                if write and not vma.anon_vma:
+                    yield anon_vma_prepare(task, s, vma)
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
             elif prot is not None and prot[pfn & 511]:
@@ -398,6 +443,15 @@ def __handle_mm_fault(
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
     return kind
+
+
+def anon_vma_prepare(task: Task, s: Any, vma: Vma) -> int:
+    """mm/rmap.c ``anon_vma_prepare`` (v6.7) on a VMA without an ``anon_vma``: a new ``anon_vma`` and
+    ``anon_vma_chain`` linked to it (once per VMA; malloc1 pays it every iteration). Returns the ns charged."""
+    vma.anon_vma = True
+    ns, ins = path("anon_vma_prepare", s.machine.freq_ghz)
+    charged: int = s.counters.busy(task.cpu, "__anon_vma_prepare", ns, ins)
+    return charged
 
 
 def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, None]:

@@ -63,12 +63,23 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     xfer = s.machine.xfer_ns
     pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
     mm.vmas.remove(vma)
+    pending += unlink_anon_vmas(task, s, vma)
     if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
         from mmsim.mm.shmem import unlink_file_vma
 
         pending = yield from unlink_file_vma(task, vma, pending)
     yield pending
     yield mm.mmap_sem.up_write(task)
+
+
+def unlink_anon_vmas(task: Task, s: Any, vma: Vma) -> int:
+    """mm/rmap.c ``unlink_anon_vmas`` (v6.7), from ``free_pgtables``: a VMA with an ``anon_vma`` drops its
+    chain and, as the last user, frees the ``anon_vma``. Returns the ns charged (0 without one)."""
+    if not vma.anon_vma:
+        return 0
+    ns, ins = path("unlink_anon_vmas", s.machine.freq_ghz)
+    charged: int = s.counters.busy(task.cpu, "unlink_anon_vmas", ns, ins)
+    return charged
 
 
 def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[Any, Any, None]:
@@ -124,6 +135,9 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         slots.append(slot)
         if lru is not None:
             folio_nodes += lru.folios.pop((id(mm), slot), [])
+    d = unlink_anon_vmas(task, s, vma)  # free_pgtables
+    if d:
+        yield d
     if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
         from mmsim.mm.shmem import unlink_file_vma
 

@@ -24,7 +24,9 @@ per-CPU data cache share > 4 × batch, or the merged rule, LLC slice > 3 × batc
 **Costs.** Instructions of each function body come from :mod:`mmsim.mm.costs`.
 On top, every cache line the code touches costs the transfer from the CPU that
 wrote it last (:meth:`Machine.xfer_ns`, HITM while dirty there, HIT once read
-elsewhere): the zone's ``free_area[order]`` line (one owner per order) and,
+elsewhere): the ``zone->free_area`` lines each list operation touches, by the
+v6.6 layout (``mm/buddy.py``: list head ``next``/``prev`` and ``nr_free``), the
+NR_FREE_PAGES folds into ``zone->vm_stat`` / ``vm_zone_stat`` and,
 one by one as v6.6 touches them, the ``struct page`` lines (issue 19): in
 ``free_pcppages_bulk`` the page (``get_pcppage_migratetype``, ``list_del``);
 in ``__free_one_page`` each buddy tested (read), each buddy merged and its two
@@ -109,6 +111,13 @@ def zone_highsize(low_wmark: int, managed_pages: int, batch: int, node_cpus: int
     total = managed_pages // fraction if fraction else low_wmark
     high = total // (node_cpus or 1)
     return max(high, batch << 2)
+
+
+def calculate_normal_threshold(managed_pages: int, online_cpus: int) -> int:
+    """mm/vmstat.c ``calculate_normal_threshold`` (v6.6): the per-CPU ``stat_threshold`` of a zone,
+    2 × fls(CPUs) × (1 + fls(memory in 128 MiB units)), at most 125."""
+    mem = managed_pages >> (27 - PAGE_SHIFT)
+    return min(125, 2 * online_cpus.bit_length() * (1 + mem.bit_length()))
 
 
 def pcp_data_cache_bytes(machine: Any, rule: str) -> int:
@@ -208,6 +217,13 @@ class PageAllocator(BuddyLists):
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
         self.lines = 0  # struct page line accesses charged through _line / _tails (for tests)
+        self.zone_lines = 0  # zone->free_area / vm_stat line accesses charged through _lines_op (for tests)
+        # NR_FREE_PAGES: each CPU's vm_stat_diff per zone, the zones' stat_threshold, the global
+        # vm_zone_stat line (owner << 1 | dirty), and how many folds were made (BuddyLists._mod_free_pages)
+        self._stat_diff = [[0] * len(self.zones) for _ in range(m.ncpus)]
+        self._stat_threshold = [calculate_normal_threshold(z.managed_pages, m.ncpus) for z in self.zones]
+        self._global_stat = [self.zones[0].home << 1 | 1]
+        self.stat_folds = 0
         # zone->lock sections by function: [count, ns charged inside them] (validate --suite paths)
         self.cs_stats: dict[str, list[int]] = {}
         self.last_alloc_hot = False  # was the block just allocated still cached (CacheHierarchy.on_alloc)?
@@ -319,6 +335,8 @@ class PageAllocator(BuddyLists):
                 pending = 0
             yield z.lock.acquire(task)
             got = self._rmqueue(z, cpu, order, mt)
+            if got is not None:
+                self._mod_free_pages(z, cpu, -(1 << order))  # rmqueue_buddy: __mod_zone_freepage_state
             ns, ins = path("__rmqueue", self._freq)
             yield self._charge_cs(cpu, "__rmqueue", ns, ins)
             z.lock.release(task)
@@ -347,6 +365,7 @@ class PageAllocator(BuddyLists):
                 break
             lst.appendleft(got)  # list_add_tail
             n += 1
+        self._mod_free_pages(z, cpu, -(n << order))  # __mod_zone_page_state(NR_FREE_PAGES), under the lock
         ns, ins = path("__rmqueue", self._freq)
         yield self._charge_cs(cpu, "rmqueue_bulk", ns * n, ins * n)
         z.lock.release(task)
@@ -419,6 +438,18 @@ class PageAllocator(BuddyLists):
             left -= 1
         self._cs = saved
         self.counters.vm[cpu][PGALLOC] += count << order
+
+    def take_owned_functional(self, node: int, order: int, owner: Any, cpu: int = 0) -> None:
+        """:meth:`take_functional` of one block, remembered under ``owner`` for :meth:`free_owned`
+        (a skipped fault's PTE table, which the unmap frees like a simulated one's)."""
+        saved = self._cs
+        got = self._rmqueue(self._pick(node, order), cpu, order, MIGRATE_MOVABLE)
+        self._cs = saved
+        if got is None:
+            raise MemoryError(f"node {node}: no free block of order {order} for a skipped fault")
+        self.counters.vm[cpu][PGALLOC] += 1 << order
+        if self.track_owners:
+            self.owned.setdefault(owner, []).append(got[0] << 4 | order)
 
     # -- freeing ------------------------------------------------------------------------
     def free_pages(self, task: Task, pfn: int, order: int, pending: int = 0) -> Generator[Any, Any, int]:

@@ -52,7 +52,7 @@ class System:
         self.sched = Scheduler(self.engine, machine.ncpus, self.counters, int(c.ctx_switch_ns), int(c.wakeup_ns))
         self.locks = LockContext(self.engine, machine, self.counters, self.sched)
         self.spin_kind = SpinlockKind(kernel.get("spinlock"))
-        self.bandwidth = MemoryBandwidth(machine)
+        self.bandwidth = MemoryBandwidth(machine, self.engine)
         self.cache = CacheHierarchy(machine, self.counters)
         # struct page lines of pages shared between processes (refcount / mapcount atomics)
         self._page_lines: dict[Hashable, CacheLine] = {}

@@ -101,8 +101,21 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     for name, nbytes in _chase_sizes(machine).items():
         st = mb.chase_ns(nbytes)
         out["chase_ns"][name] = {"bytes": nbytes, **(st.as_dict() if st else {})} if st else None
+    log("usemem's loop with its data cached (issue width)")
+    out["usemem_word_ns"] = usemem_word_ns()
     out["loadavg_after"] = _loadavg()
     return out
+
+
+def usemem_word_ns(samples: int = 15) -> float | None:
+    """usemem's do_rw_once store loop over 16 KiB in L1d (native/usemem.c, gcc -O): ns per word, the
+    minimum over ``samples`` of this thread's CPU time (preemption cannot make a sample shorter)."""
+    from mmsim.native import usemem
+
+    try:
+        return min(usemem.cached_ns_per_word(False, reps=5000) for _ in range(samples))
+    except usemem.NoCompiler:
+        return None
 
 
 def _chase_sizes(m: Machine) -> dict[str, int]:
@@ -164,6 +177,17 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
         cost["core_clear_gbs"] = round(raw["core_bw_gbs"]["write"], 3)
         src["core_clear_gbs"] = meas("one core's streaming store bandwidth (no THP fault could be measured)")
         notes.append("no THP fault measured: core_clear_gbs from user-space store bandwidth")
+    word_ns = raw.get("usemem_word_ns")
+    if word_ns:
+        from mmsim.mm.user_loops import USEMEM_LOOP_UOPS
+
+        cycles = word_ns * m.freq_ghz
+        cost["issue_width"] = round(USEMEM_LOOP_UOPS / cycles, 2)
+        src["issue_width"] = meas(f"usemem's do_rw_once store loop ({USEMEM_LOOP_UOPS:g} fused uops, "
+                                  f"mm/user_loops.py) over 16 KiB in L1d: {word_ns:.3f} ns = {cycles:.2f} "
+                                  "cycles per word, min of 15; effective width = uops / cycles")
+    else:
+        notes.append(f"issue_width: usemem's loop not measured (no C compiler): estimate {cost['issue_width']} kept")
     clear_ns = 4096 / cost["core_clear_gbs"]
     paths_ns = sum(path(p, m.freq_ghz)[0] for p in FAULT_PATHS)
     pf = raw["fault_4k_ns"] - clear_ns - paths_ns

@@ -2,7 +2,7 @@
  *   mb c2c CPU_A CPU_B SAMPLES ROUNDS   ns per one-way hand-off of a CAS-ed cache line (round trip / 2)
  *   mb futex CPU_A CPU_B SAMPLES ROUNDS ns per one-way futex hand-off (wake + the woken side running)
  *   mb chase BYTES SAMPLES LOADS        ns per dependent load, random cyclic chain over BYTES
- *   mb pmbench MAP SET SECONDS READPCT  pmbench's uniform pattern, one thread: accesses/s (one line)
+ *   mb pmbench MAP SET SECONDS READPCT  pmbench's uniform pattern, one thread: accesses/s and mean timed ns
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -100,27 +100,117 @@ static int chase(size_t bytes, long loads) {
     return 0;
 }
 
-/* pmbench (pattern.c / pmbench.c) uniform, -j1, warm-up on: every page of the SET is touched first;
- * then each access is one 4-byte load or store (READPCT% loads) at a random offset of a uniformly
- * random page of the set; the clock is read every 10,000 accesses. */
+/* pmbench (pmbench.c main_bm_thread, access.c histogram_access, pattern.c uniform, rdtsc.h), -j1, warm-up on,
+ * the default rdtscp timestamp. Per access, as pmbench does it: the page from the uniform pattern (Knuth LCG
+ * >> 33, % pages), a 10-bit word offset (another LCG >> 21), a read/write roll against RATIO scaled to 1024,
+ * then the access timed alone -- rdtscp, one 4-byte movl load or store, rdtscp -- converted to ns with a
+ * division by the TSC kHz, and recorded in a per-thread log2/16 histogram. pmbench calls each step through a
+ * function pointer (pattern->get_next, p->get_offset, access->exercise, access->record, tsops->timestamp);
+ * so does this port. rdtscp waits for earlier instructions to execute, so a read's miss is timed whole and
+ * the next access cannot start under it. The warm-up is the pattern's own (uniform: 4 x pages accesses,
+ * untimed and unrecorded); the clock for the run's end is read every 10,000 accesses, as pmbench does.
+ * Output: accesses per second; the mean timed latency in ns (pmbench's "page latency" before its
+ * pattern-overhead subtraction); the median timed latency from the histogram (256 ns and up: its log2/16
+ * bin's middle; below 256 ns: 128); accesses per second of this thread's CPU time (preemption excluded). */
+typedef struct { uint64_t state; size_t n; } pm_uniform;
+static uint32_t pm_lcg(uint64_t *s) { *s = *s * 6364136223846793005ull + 1442695040888963407ull; return *s >> 33; }
+static __attribute__((noinline)) size_t pm_uniform_next(void *c) { pm_uniform *u = c; return pm_lcg(&u->state) % u->n; }
+static __attribute__((noinline)) uint32_t pm_offset_random(uint64_t *s) { return pm_lcg(s) >> 21; }
+static __attribute__((noinline)) uint32_t pm_roll_dice(uint64_t *s) { return pm_lcg(s); }
+static __attribute__((noinline)) uint64_t pm_rdtscp(void) {
+    uint64_t a, d;
+    __asm__ volatile("rdtscp" : "=a"(a), "=d"(d) : : "rcx");
+    return a | (d << 32);
+}
+static volatile uint32_t pm_freq_khz;
+static uint64_t (*pm_timestamp)(void) = pm_rdtscp;
+static __attribute__((noinline)) uint32_t pm_measure_read(uint32_t *ptr) {
+    uint32_t sink;
+    uint64_t t0 = pm_timestamp();
+    __asm__ volatile("movl %1, %0" : "=r"(sink) : "m"(*ptr) : "memory");
+    uint64_t t1 = pm_timestamp();
+    return (uint32_t)((t1 - t0) * 1000000ull / pm_freq_khz);
+}
+static __attribute__((noinline)) uint32_t pm_measure_write(uint32_t *ptr) {
+    uint32_t v = (uint32_t)(uintptr_t)ptr;
+    uint64_t t0 = pm_timestamp();
+    __asm__ volatile("movl %1, %0" : "=m"(*ptr) : "r"(v) : "memory");
+    uint64_t t1 = pm_timestamp();
+    return (uint32_t)((t1 - t0) * 1000000ull / pm_freq_khz);
+}
+static __attribute__((noinline)) uint32_t pm_exercise(uint32_t *ptr, int is_write) {
+    return is_write ? pm_measure_write(ptr) : pm_measure_read(ptr);
+}
+static uint64_t pm_histo[2][16][16];
+static __attribute__((noinline)) void pm_record(uint32_t ns, int is_write) {
+    uint64_t *c;
+    if (ns < 256) c = &pm_histo[is_write][0][0];
+    else {
+        uint32_t index = (31 - __builtin_clz(ns)) - 7;
+        if (index < 16) c = &pm_histo[is_write][index][(~(1u << (index + 7)) & ns) >> (index + 3)];
+        else if (index >= 23) c = &pm_histo[is_write][0][15];
+        else c = &pm_histo[is_write][0][8 + index - 16];
+    }
+    (*c)++;
+}
+static size_t (*pm_get_next)(void *) = pm_uniform_next;
+static uint32_t (*pm_get_offset)(uint64_t *) = pm_offset_random;
+static uint32_t (*pm_access)(uint32_t *, int) = pm_exercise;
+static void (*pm_rec)(uint32_t, int) = pm_record;
+
+static uint32_t tsc_khz(void) { /* rdtsc ticks over 100 ms of CLOCK_MONOTONIC (pmbench's init_base_freq sleeps too) */
+    uint64_t t0 = now_ns(), c0 = pm_rdtscp();
+    struct timespec d = {0, 100000000};
+    nanosleep(&d, NULL);
+    uint64_t t1 = now_ns(), c1 = pm_rdtscp();
+    return (uint32_t)((c1 - c0) * 1000000ull / (t1 - t0));
+}
+
 static int pmbench(size_t map, size_t set, double seconds, int readpct) {
     size_t pages = set / 4096;
     char *buf = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED || pages == 0) return 4;
-    for (size_t i = 0; i < pages; i++) buf[i * 4096] = 1;
-    uint64_t x = 88172645463325252ull, n = 0, sum = 0;
-    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), t0 = now_ns(), t;
-    do {
-        for (int k = 0; k < 10000; k++) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;  /* xorshift64 */
-            volatile uint32_t *w = (volatile uint32_t *)(buf + (x % pages) * 4096 + ((x >> 40) % 1024) * 4);
-            if ((int)((x >> 20) % 100) < readpct) sum += *w; else *w = (uint32_t)x;
+    pm_freq_khz = tsc_khz();
+    pm_uniform ctx = {1 + 2, pages};   /* thread 1: random_seed = thread_num, uniform adds 2 */
+    uint64_t off_state = 1 + 7, act_state = 1 + 50;
+    int rat_scaled = readpct * 1024 / 100;
+    for (size_t i = 0; i < 4 * pages; i++) {  /* uniform_get_warmup_run: 4 n */
+        uint32_t *a = (uint32_t *)(buf + (pm_get_next(&ctx) << 12));
+        a += pm_get_offset(&off_state);
+        int w = (pm_roll_dice(&act_state) % 1024) < (uint32_t)rat_scaled ? 0 : 1;
+        pm_access(a, w);
+    }
+    memset(pm_histo, 0, sizeof pm_histo);
+    uint64_t n = 0, lat_sum = 0;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    uint64_t done = (uint64_t)(seconds * pm_freq_khz * 1000.0), start = pm_timestamp(), now;
+    done += start;
+    while ((now = pm_timestamp()) < done) {
+        for (int i = 0; i < 10000; i++) {
+            uint32_t *a = (uint32_t *)(buf + (pm_get_next(&ctx) << 12));
+            a += pm_get_offset(&off_state);
+            int w = (pm_roll_dice(&act_state) % 1024) < (uint32_t)rat_scaled ? 0 : 1;
+            uint32_t ns = pm_access(a, w);
+            pm_rec(ns, w);
+            lat_sum += ns;
         }
         n += 10000;
-        t = now_ns();
-    } while (t < end);
-    printf("%.1f\n", n / ((t - t0) / 1e9));
-    if (sum == 42) fputs("", stderr);
+    }
+    now = pm_timestamp();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    /* the median timed latency from the histogram (robust to preemption, which inflates the mean) */
+    uint64_t cum = 0, half = n / 2;
+    double median = 0;
+    for (int b = 0; b < 16 && median == 0; b++)
+        for (int h = 0; h < 16; h++) {
+            uint64_t k = pm_histo[0][b][h] + pm_histo[1][b][h];
+            if (b == 0 && h > 0) continue; /* bucket 0: hex[0] < 256 ns, hex[8..15] >= 2^23 ns */
+            if ((cum += k) >= half) { median = b == 0 ? 128.0 : (double)(1u << (b + 7)) * (1.0 + (h + 0.5) / 16); break; }
+        }
+    double cpu = (c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    printf("%.1f %.2f %.1f %.1f\n", n / ((double)(now - start) / (pm_freq_khz * 1000.0)), (double)lat_sum / n,
+           median, n / cpu);
     munmap(buf, map);
     return 0;
 }

@@ -125,8 +125,9 @@ def simulated_c2c_ns(m: Machine, a: int, b: int) -> float:
 def simulated_bw_gbs(m: Machine, streams: int) -> float:
     """GB/s of ``streams`` concurrent 1 GiB write streams on node 0, summed."""
     bw = MemoryBandwidth(m)
-    ds = [bw.write_ns(0, STREAM_BYTES, m.cost.core_clear_gbs, 0) for _ in range(streams)]
-    return sum(STREAM_BYTES / d for d in ds)
+    for _ in range(streams):
+        bw.write_ns(0, STREAM_BYTES, m.cost.core_clear_gbs, 0)
+    return sum(STREAM_BYTES / e for e in bw.ends(0))  # all started together: their shared ends
 
 
 def chase_sizes(m: Machine, dram_factor: int = 8) -> dict[str, int]:

@@ -1,10 +1,9 @@
 """Building blocks the native workloads run inside the worker process:
-mappings with the requested page policy, touching memory at full speed with
+mappings with the requested page policy, touching one byte per page with
 numpy, and N tasks (processes or threads) started together.
 
-numpy does the touching so that user time is C loops over the mapping, as in
-the C benchmarks, not interpreter overhead: a write fault per page costs the
-same whatever language stored the byte.
+Where the benchmark's own per-word loop matters (usemem), the workload runs
+that loop in C (native/usemem.py), not numpy's vectorised one.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import mmap
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +22,6 @@ import numpy.typing as npt
 PAGE = mmap.PAGESIZE
 MAP_HUGETLB = 0x40000  # include/uapi/asm-generic/mman-common.h (Python 3.11's mmap module lacks it)
 MADV_POPULATE_WRITE = 23  # include/uapi/asm-generic/mman-common.h (Linux 5.14; not in Python 3.11's mmap)
-CHUNK_WORDS = 1 << 18  # 2 MiB of 8-byte words per numpy call: big enough to amortise the call
 
 Words = npt.NDArray[np.uint64]
 
@@ -46,48 +43,6 @@ def map_anon(nbytes: int, thp: str | None, *, hugetlb: bool = False, readonly: b
 
 def words(m: mmap.mmap) -> Words:
     return np.frombuffer(m, dtype=np.uint64)
-
-
-NO_DEADLINE = float("inf")
-
-
-def write_seq(a: Words, deadline: float = NO_DEADLINE) -> int:
-    """usemem's write loop: ``p[idx] = idx`` for every word, in order; bytes written.
-
-    Stops early once ``time.perf_counter()`` passes ``deadline`` (usemem -T
-    checks ``runtime_exceeded()`` every 64 Ki words; here every chunk).
-    """
-    ramp = np.arange(CHUNK_WORDS, dtype=np.uint64)
-    n = len(a)
-    for s in range(0, n, CHUNK_WORDS):
-        e = min(n, s + CHUNK_WORDS)
-        np.add(ramp[: e - s], np.uint64(s), out=a[s:e])
-        if time.perf_counter() > deadline:
-            return e * 8
-    return n * 8
-
-
-def write_rand(a: Words, seed: int, deadline: float = NO_DEADLINE) -> int:
-    """usemem -R: as many stores as words, each to a random word (``p[idx] = idx``); bytes written."""
-    rng = np.random.default_rng(seed)
-    n = len(a)
-    for s in range(0, n, CHUNK_WORDS):
-        k = min(CHUNK_WORDS, n - s)
-        idx = rng.integers(0, n, k, dtype=np.uint64)
-        a[idx] = idx
-        if time.perf_counter() > deadline:
-            return (s + k) * 8
-    return n * 8
-
-
-def read_seq(a: Words, deadline: float = NO_DEADLINE) -> int:
-    """usemem --readonly: load every word, in order; bytes read."""
-    n = len(a)
-    for s in range(0, n, CHUNK_WORDS):
-        np.bitwise_xor.reduce(a[s : s + CHUNK_WORDS])
-        if time.perf_counter() > deadline:
-            return min(n, s + CHUNK_WORDS) * 8
-    return n * 8
 
 
 def populate_write(m: mmap.mmap) -> None:

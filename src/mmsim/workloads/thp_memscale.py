@@ -225,7 +225,7 @@ def steady_region(system: Any, vma: Any, start: int, end: int) -> tuple[int, int
 def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -> None:
     """The state after ``k`` skipped faults of ``unit`` bytes from ``addr`` (the functional part
     of a fast-forward; their costs were extrapolated): the page tables, and the pages and page-table
-    pages those faults took from the allocator."""
+    pages those faults took from the allocator (a huge fault's own and its deposited PTE table)."""
     pt = t.mm.pgtables
     pa = system.page_alloc
     end = addr + k * unit
@@ -240,8 +240,8 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
             pt.pmd[slot] = PMD_HUGE
             pt.huge_node[slot] = node
         pa.take_functional(node, HPAGE_PMD_ORDER, k, t.cpu)
-        if tables:
-            pa.take_functional(node, 0, tables, t.cpu)
+        # each huge fault's pte_alloc_one (the deposited PTE table), and the PMD tables
+        pa.take_functional(node, 0, k + tables, t.cpu)
         return
     a = addr
     while a < end:

@@ -39,11 +39,9 @@ Tasks are placed as the scheduler's fork balancing does
 (``select_task_rq_fair`` → ``find_idlest_group`` with SD_BALANCE_FORK): the
 least loaded socket first, idle cores before SMT siblings.
 
-The user loop cost per word (``USEMEM_LOOP``) is an estimate from
-``do_rw_once``'s body compiled with ``-O``: about 25 instructions (the
-``opt_randomise``, verify, ``opt_delay``, runtime and ``rw_limit`` tests,
-the ``do_access`` call, counters) in about 7 cycles when the line is cached
-(one store per cycle; a 4-wide core). Misses cost what the memory model
+The user loop cost per word (``USEMEM_LOOP``, ``USEMEM_RANDOM_LOOP``) is
+``do_rw_once``'s body compiled with ``-O``, its cycles measured natively
+with the line cached (mm/user_loops.py has the figures and sources). Misses cost what the memory model
 says (machine/bandwidth.py, machine/llc.py).
 """
 
@@ -57,14 +55,15 @@ import numpy as np
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.metrics.sampling import sim_now
 from mmsim.mm import hugetlb, memory
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
+from mmsim.mm.user_loops import USEMEM_LOOP as USEMEM_LOOP  # re-exported: vm_scalability_shm uses it
+from mmsim.mm.user_loops import USEMEM_RANDOM_LOOP  # per-word costs, sourced in mm/user_loops.py
 from mmsim.workloads.base import ParamInfo, parse_int, register
 
-# estimate: (cycles, instructions) per 8-byte word of usemem's do_rw_once with the line cached
-USEMEM_LOOP = (7.0, 25.0)
 # usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
 RUNTIME_CHECK_WORDS = 0x10000
 # estimate: L1D fill buffers (Optimization Reference Manual: 10 on Nehalem..Haswell) bound the
@@ -320,7 +319,23 @@ class UsememCase:
         addr = start
         pending = 0
         done = 0
+        ff = system.fast_forward
+        lo = hi = unit = 0
+        if ff is not None:  # one steady region of identical write faults (mmsim.metrics.sampling)
+            from mmsim.workloads.thp_memscale import steady_region
+
+            lo, hi, unit = steady_region(system, vma, start, end)
+            ff.register(t.tid, max(0, (hi - lo) // unit), t.cpu)
         while addr < end:
+            if ff is not None and lo <= addr < hi:
+                k = ff.poll(t.tid, (addr - lo) // unit)
+                if k:
+                    skip_anon_writes(system, t, addr, k, unit, home)
+                    done += k * unit
+                    addr += k * unit
+                    continue
+                if addr + unit >= hi:
+                    ff.leave(t.tid)
             slot = addr >> PMD_SHIFT
             state = pt.pmd.get(slot)
             huge = state == PMD_HUGE
@@ -348,10 +363,12 @@ class UsememCase:
                 pending += memory.user_access(t, system, home, key, 1, 0, 1, write, USEMEM_LOOP, func, pending)
             done += nxt - addr
             addr = nxt
-            if system.engine.now + pending > deadline:
+            if sim_now(system) + pending > deadline:
                 break
         if pending:
             yield pending
+        if ff is not None:
+            ff.exit(t.tid)
         return done
 
     def _rw_random(
@@ -373,7 +390,7 @@ class UsememCase:
         p_hit = min(1.0, cache.capacity / sharing / per)
         home = m.cpu_node(t.cpu)
         lat = m.nodes[home].latency_ns
-        cyc, insns = USEMEM_LOOP
+        cyc, insns = USEMEM_RANDOM_LOOP
         t_hit = cyc / (m.freq_ghz * memory.smt_speed(system, t.cpu))
         bw = system.bandwidth
         eq = bw.equiv_bytes(home, 64, 64)
@@ -478,6 +495,23 @@ class UsememThreadsCase(UsememCase):
         st: dict[str, Any] = {"nr": nr, "per": per, "cpus": cpus, "ready": 0, "done": 0, "tput": [],
                               "children": [], "unit_bytes": []}
         system.workload_state = st
+        if not system.exact and not self.readonly and system.policy("numa_balancing") == "0":
+            from mmsim.metrics.events import VmEvent
+            from mmsim.metrics.sampling import FastForward
+            from mmsim.workloads.thp_memscale import (
+                FF_MIN_WINDOW,
+                FF_SKIP_RATIO,
+                FF_TAIL,
+                FF_WARM,
+                FF_WINDOW_PER_THREAD,
+            )
+
+            system.fast_forward = FastForward(
+                lambda: system.engine.now, system.counters, system.locks.stats, nr,
+                window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * nr), skip_ratio=FF_SKIP_RATIO,
+                warm=FF_WARM, tail=FF_TAIL,
+                exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),  # counted by skip_anon_writes' allocations
+            )
         system.sched.spawn(main, self._main_threads(system, main, p))
         system.start_vmstat_timer(lambda: main.state == "done")
 
@@ -500,7 +534,7 @@ class UsememThreadsCase(UsememCase):
         while st["done"] < st["nr"]:
             st["joiner"] = main
             yield system.sched.sleep(main)
-        system.elapsed_ns = system.engine.now
+        system.elapsed_ns = sim_now(system)
 
     def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         st = system.workload_state
@@ -514,7 +548,7 @@ class UsememThreadsCase(UsememCase):
         vma = yield from t.mm.mmap_pgoff(t, per, kind="devzero", name="/dev/zero")
         deadline = st["start"] + p["runtime"] * 1_000_000_000
         rw_bytes = yield from self._rw_seq(system, t, vma, vma.start, vma.start + per, deadline)
-        delta_us = max(1, (system.engine.now - st["start"]) // 1000)
+        delta_us = max(1, (sim_now(system) - st["start"]) // 1000)
         st["tput"].append(((rw_bytes * 1_000_000) >> 10) / delta_us)
         st["unit_bytes"].append(rw_bytes)
         st["done"] += 1
@@ -529,6 +563,24 @@ class UsememThreadsCase(UsememCase):
         out["vm-scalability.time.minor_page_faults"] = float(sum(v[int(VmEvent.PGFAULT)] for v in vm))
         out["proc-vmstat.thp_fault_alloc"] = float(sum(v[int(VmEvent.THP_FAULT_ALLOC)] for v in vm))
         return out
+
+
+def skip_anon_writes(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -> None:
+    """The state after ``k`` skipped anonymous write faults of ``unit`` bytes from ``addr`` (a
+    fast-forward skip; costs extrapolated): thp_memscale's page tables and allocations
+    (:func:`~mmsim.workloads.thp_memscale.skip_mapped`), and ``new_anon_folio``'s LRU folios, memcg
+    stock and ``lru_add`` batch (mm/lru_anon.py), where that model is on."""
+    from mmsim.mm import lru_anon
+    from mmsim.workloads.thp_memscale import skip_mapped
+
+    skip_mapped(system, t, addr, k, unit, node)
+    lru = lru_anon.state(system)
+    if lru is None:
+        return
+    mm_id = id(t.mm)
+    for a in range(addr, addr + k * unit, unit):
+        lru.folios.setdefault((mm_id, a >> PMD_SHIFT), []).append(node)
+    lru_anon.skip_new_folios(system, t.cpu, [node] * k, unit // PAGE)
 
 
 register(UsememThreadsCase("anon-w-seq-mt", "usemem -t N: N threads of one process each write their own "

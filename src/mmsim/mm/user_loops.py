@@ -1,0 +1,59 @@
+"""Cost of the benchmarks' user-space access loops when the data is cached.
+
+Each loop is ``(cycles, instructions)`` per 8-byte word, the ``loop`` argument of
+:func:`mmsim.mm.memory.user_access`: the time a word costs when its line is in the
+cache. Misses are charged on top by the memory model, never folded in here.
+
+usemem (vm-scalability) is built with ``gcc -O``. Its ``do_rw_once`` calls the
+out-of-line ``do_access`` once per word and re-reads the option globals
+(``opt_randomise``, ``*rep``, ``opt_delay``, ``step``) every iteration. Counted
+from the ``-O`` object code of native/usemem.c, which keeps that loop test for
+test (gcc 12.2, x86-64), one iteration is 29 instructions for a store and 28
+for a load, with 3 taken branches (call, ret, the ``opt_delay`` test).
+
+The loop is front-end bound, not load/store bound: a cached word costs its fused uops over the
+core's issue width (``CostModel.issue_width``). Counted for Intel's fusion rules (cmp/test + jcc fuse
+unless the cmp has both a memory operand and an immediate; call, and the read-modify-write ``addq``
+to the stack, are 2 each), one store iteration is 26 fused uops, so 6.5 cycles on a 4-wide core
+(Haswell to Cascade Lake), 5.2 on Ice Lake (5), 13 on Knights Mill (2). An x86 core retires at most
+one or two taken branches per cycle, so the 3 taken branches mean at least 1.5-3 cycles anywhere.
+
+Checked natively on the calibration host with :func:`mmsim.native.usemem.cached_ns_per_word`: the
+same loop over 16 KiB that stay in L1d, minimum of 15 samples of this thread's CPU time. On the
+2-vCPU AMD EPYC VM at 2.596 GHz (2026-12-01; 48 KiB L1d and 1 MiB L2 per core, i.e. Zen 5, which
+dispatches 8 macro-ops per cycle) that is 1.255 ns per word for stores and 1.266 ns for loads,
+3.3 cycles, against 26 / 8 = 3.25. ``mmsim calibrate`` records the host's effective width as
+26 / measured cycles. The ``--random`` loop (an ``lrand48_r`` draw and a floating-point scale per
+word) measured 4.24 ns, i.e. 11.0 cycles. It is bound by latency more than by width, so it is kept
+as measured cycles (plausible 11-25 on the presets).
+
+Until session 7 the figure was an estimate of 7 cycles and 25 instructions for every machine, and
+the native side stored with numpy (about 0.2 ns per word), so neither side was usemem.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class UserLoop(NamedTuple):
+    """A front-end-bound loop: ``uops`` fused uops and ``instructions`` per 8-byte word."""
+
+    uops: float
+    instructions: float
+
+
+# usemem do_rw_once, sequential, store (the load path is one uop shorter): counted, see above.
+USEMEM_LOOP = UserLoop(26.0, 29.0)
+USEMEM_LOOP_UOPS = USEMEM_LOOP.uops
+# usemem do_rw_once --random: native measurement 11.0 cycles; instructions estimate: the loop's 29 plus
+# lrand48_r (~30, glibc drand48-iter.c) and os_random_long's scale (~8): ~67, plausible 55-80.
+USEMEM_RANDOM_LOOP = (11.0, 67.0)
+
+
+def loop_cost(machine: Any, loop: tuple[float, float]) -> tuple[float, float]:
+    """(cycles, instructions) per word on ``machine``: a :class:`UserLoop` costs its uops over the
+    core's ``issue_width``; a plain (cycles, instructions) pair is taken as it is."""
+    if isinstance(loop, UserLoop):
+        return loop.uops / float(machine.cost.issue_width), loop.instructions
+    return float(loop[0]), float(loop[1])
