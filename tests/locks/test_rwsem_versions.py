@@ -221,3 +221,26 @@ def test_adaptive_disabling_of_reader_spinning(make_rig: Callable[[], Rig]) -> N
 
     assert go(False) == (["r1", "r2", "w1"], True)
     assert go(True) == (["r1", "w1", "r2"], True)
+
+
+def test_wake_all_readers_past_a_queued_writer(make_rig: Callable[[], Rig]) -> None:
+    """d3681e269fff (v5.3, rwsem_mark_wake): a release that wakes readers wakes every
+    queued reader, not only those queued before the first writer. No spinning (pre-v3.16
+    policy otherwise), so everybody who finds the sem held sleeps, FIFO: r1, w2, r2."""
+    def go(wake_all: bool) -> tuple[Log, int]:
+        r = make_rig()
+        sem = RwSem(r.ctx, "sem", policy=RwsemPolicy(spin_on_owner=False, wake_all=wake_all))
+        log: Log = []
+        _spawn(r, sem, log, 1, "w1", 0, True, 10_000, 0)
+        _spawn(r, sem, log, 2, "r1", 1, False, 1000, 100)
+        _spawn(r, sem, log, 3, "w2", 2, True, 1000, 200)
+        _spawn(r, sem, log, 4, "r2", 3, False, 1000, 300)
+        r.engine.run()
+        return [(n, t) for n, w, t in log if w == "in"], _cs(r)
+
+    # until-writer: w1's up_write at 10000 wakes r1 only (runs 7 µs later, 17000); r1's
+    # up_read at 18000 wakes w2 (25000); w2's up_write at 26000 wakes r2 (33000).
+    assert go(False) == ([("w1", 0), ("r1", 17_000), ("w2", 25_000), ("r2", 33_000)], 3)
+    # wake-all: w1's up_write wakes r1 and r2 (both in at 17000); the last up_read at 18000
+    # wakes w2 (25000).
+    assert go(True) == ([("w1", 0), ("r1", 17_000), ("r2", 17_000), ("w2", 25_000)], 3)

@@ -28,6 +28,11 @@ uniformly random place among the re-readers) each read is charged the
 
 After a storm the line is Shared among the readers; the next write pays the
 expected transfer from a random reader (the F-state holder) to the writer.
+One exception: a write by the CPU whose write set off the storm, issued
+before the storm's first re-read has reached it (e.g. a ticket-lock
+releaser's next ``xadd`` right after its unlock store), still finds the line
+Modified in its own cache and costs nothing; that CPU then counts among the
+storm's readers (it keeps a copy), and the storm goes on unchanged.
 
 All transfer costs come from :func:`_transfer_ns`, the one place that asks the
 machine: HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
@@ -142,7 +147,7 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap")
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -163,6 +168,10 @@ class CacheLine:
         # so the storm's readers are the current spinners minus these (no copy per storm).
         self._log: list[tuple[int, int]] | None = None
         self._nsnap = 0
+        # The CPU whose write set off the storm under way, and when the storm's first re-read takes
+        # the line from it: until then the line is still Modified in that CPU's cache.
+        self._wcpu = -1
+        self._first_at = 0
 
     # -- sums over the spinners ----------------------------------------------
     def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -294,6 +303,16 @@ class CacheLine:
 
         The hot path of every lock: :meth:`rfo_ns` and :meth:`storm` are
         inlined here (same arithmetic)."""
+        if cpu == self._wcpu and now < self._first_at:
+            # The writer of the storm under way writes again before the first re-read has reached it:
+            # the line is still Modified in its cache, so the write hits there (0 ns), and the storm's
+            # readers, still on their way, will see this value too (e.g. a ticket-lock releaser's next
+            # xadd right after its unlock store). The storm goes on as it was, and the writer keeps a
+            # copy among the storm's readers (the next write has to take the line from them).
+            if self._log is not None:
+                self._log.append((cpu, -1))
+                self._nsnap += 1
+            return 0, 0.0, 0.0
         start = self.free_at if self.free_at > now else now
         o = self.owner
         co = self.costs
@@ -317,10 +336,13 @@ class CacheLine:
             self.owner = SHARED
             self._log = []
             self._nsnap = n
+            self._wcpu = cpu
+            self._first_at = start + int(cost + first)
             return start - now + int(cost), first, per
         self.free_at = start + int(cost)
         self.owner = cpu
         self._log = None
+        self._wcpu = -1
         return start - now + int(cost), 0.0, 0.0
 
     def rmw(self, cpu: int, now: int) -> int:
