@@ -99,7 +99,11 @@ def test_interrupted_cli_run_exits_130_and_leaves_no_process(sig: signal.Signals
     marker = f"{20 + os.getpid() % 1000 / 100:.2f}"  # a run length no other run uses: finds our worker
     cmd = [sys.executable, "-m", "mmsim", "native", "will-it-scale/page_fault1", "-p", f"seconds={marker}",
            "-p", "nr_task=2"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The CLI gets SIGINT's default disposition, as from a terminal, whatever the test runner inherited: a
+    # shell without job control starts background jobs with SIGINT ignored, and an ignored SIGINT stays
+    # ignored in Python. (Seen: the CLI ran its 20 s to the end and exited 0 in a CI replica started with &.)
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not _workers(marker) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)  # wait until the worker runs (the signal handlers are installed before it starts)
