@@ -110,12 +110,7 @@ class ThpMemscale:
         system.sched.spawn(main, self._main(system, main, p))
         system.workload_state = {"tasks": [], "done": 0, "n": n}
         if not system.exact and p["mapping"] == "thp" and system.policy("numa_balancing") == "0":
-            system.fast_forward = FastForward(
-                lambda: system.engine.now, system.counters, system.locks.stats, n,
-                window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * n), skip_ratio=FF_SKIP_RATIO,
-                warm=FF_WARM, tail=FF_TAIL,
-                exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),  # counted by skip_mapped's allocations
-            )
+            system.fast_forward = fault_fast_forward(system, n)
         system.start_vmstat_timer(lambda: main.state == "done")
 
     def _main(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
@@ -207,6 +202,18 @@ class ThpMemscale:
 
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         return {"thp_memscale.elapsed_seconds": system.elapsed_ns / 1e9}
+
+
+def fault_fast_forward(system: Any, nthreads: int) -> FastForward:
+    """The sampling controller of a run of ``nthreads`` threads each faulting through a steady region
+    (thp_memscale, will-it-scale page_fault3, vm-scalability anon-w-seq-mt), with this module's window
+    and skip settings. pgalloc is left out of the extrapolation: each workload's functional skip takes
+    the skipped faults' pages from the allocator, which counts them exactly."""
+    return FastForward(
+        lambda: system.engine.now, system.counters, system.locks.stats, nthreads,
+        window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * nthreads), skip_ratio=FF_SKIP_RATIO,
+        warm=FF_WARM, tail=FF_TAIL, exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),
+    )
 
 
 def steady_region(system: Any, vma: Any, start: int, end: int) -> tuple[int, int, int]:

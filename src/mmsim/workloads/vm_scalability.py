@@ -496,22 +496,9 @@ class UsememThreadsCase(UsememCase):
                               "children": [], "unit_bytes": []}
         system.workload_state = st
         if not system.exact and not self.readonly and system.policy("numa_balancing") == "0":
-            from mmsim.metrics.events import VmEvent
-            from mmsim.metrics.sampling import FastForward
-            from mmsim.workloads.thp_memscale import (
-                FF_MIN_WINDOW,
-                FF_SKIP_RATIO,
-                FF_TAIL,
-                FF_WARM,
-                FF_WINDOW_PER_THREAD,
-            )
+            from mmsim.workloads.thp_memscale import fault_fast_forward
 
-            system.fast_forward = FastForward(
-                lambda: system.engine.now, system.counters, system.locks.stats, nr,
-                window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * nr), skip_ratio=FF_SKIP_RATIO,
-                warm=FF_WARM, tail=FF_TAIL,
-                exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),  # counted by skip_anon_writes' allocations
-            )
+            system.fast_forward = fault_fast_forward(system, nr)
         system.sched.spawn(main, self._main_threads(system, main, p))
         system.start_vmstat_timer(lambda: main.state == "done")
 

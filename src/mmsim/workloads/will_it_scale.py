@@ -291,22 +291,9 @@ class _FileFault:
         # 319-364 k across noise seeds in exact mode alone; the other arms agree within 0.2%.
         convoys = p["mode"] == "threads" and system.policy("vma_lock_shared_fault") != "on"
         if self.shared and not convoys and not system.exact and system.policy("numa_balancing") == "0":
-            from mmsim.metrics.events import VmEvent
-            from mmsim.metrics.sampling import FastForward
-            from mmsim.workloads.thp_memscale import (
-                FF_MIN_WINDOW,
-                FF_SKIP_RATIO,
-                FF_TAIL,
-                FF_WARM,
-                FF_WINDOW_PER_THREAD,
-            )
+            from mmsim.workloads.thp_memscale import fault_fast_forward
 
-            system.fast_forward = FastForward(
-                lambda: system.engine.now, system.counters, system.locks.stats, n,
-                window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * n), skip_ratio=FF_SKIP_RATIO,
-                warm=FF_WARM, tail=FF_TAIL,
-                exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),  # counted by skip_file_faults' allocations
-            )
+            system.fast_forward = fault_fast_forward(system, n)
         for i in cpus:
             mm = shared if shared is not None else MmStruct(system, home_cpu=i)
             t = Task(i, f"{self.name.split('/')[1]}/{i}", cpu=i, mm=mm)
