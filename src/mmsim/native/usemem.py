@@ -11,6 +11,7 @@ then measured different programs; now the host runs usemem's own instruction str
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 from pathlib import Path
 
@@ -30,41 +31,32 @@ class NoCompiler(RuntimeError):
     """No working C compiler: the usemem loop cannot run natively."""
 
 
-_LIB: ctypes.CDLL | None = None
+@functools.cache
+def _load(source: Path, name: str, flags: tuple[str, ...], what: str) -> ctypes.CDLL:
+    """``source`` built once per source hash and loaded, or :class:`NoCompiler` naming ``what``."""
+    so = compiled(source, name, flags)
+    if so is None:
+        raise NoCompiler(f"{what} needs the C helper (native/{source.name}) and no working C compiler was found")
+    return ctypes.CDLL(str(so))
 
 
 def lib() -> ctypes.CDLL:
-    """The loaded shared object (built once per source hash), or :class:`NoCompiler`."""
-    global _LIB
-    if _LIB is None:
-        so = compiled(SOURCE, "usemem.so", FLAGS)
-        if so is None:
-            raise NoCompiler("usemem's loop needs the C helper (native/usemem.c) and no working C compiler was found")
-        dll = ctypes.CDLL(str(so))
-        dll.usemem_rw_once.restype = ctypes.c_ulong
-        dll.usemem_rw_once.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int]
-        dll.usemem_cached_ns_per_word.restype = ctypes.c_double
-        dll.usemem_cached_ns_per_word.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long]
-        dll.usemem_set.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_double]
-        _LIB = dll
-    return _LIB
-
-
-_WIS: ctypes.CDLL | None = None
+    """native/usemem.c (usemem's do_rw_once loop) loaded, or :class:`NoCompiler`."""
+    dll = _load(SOURCE, "usemem.so", FLAGS, "usemem's loop")
+    dll.usemem_rw_once.restype = ctypes.c_ulong
+    dll.usemem_rw_once.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int]
+    dll.usemem_cached_ns_per_word.restype = ctypes.c_double
+    dll.usemem_cached_ns_per_word.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long]
+    dll.usemem_set.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_double]
+    return dll
 
 
 def wis_lib() -> ctypes.CDLL:
     """native/wis.c (will-it-scale's malloc1 loop) loaded, or :class:`NoCompiler`."""
-    global _WIS
-    if _WIS is None:
-        so = compiled(WIS_SOURCE, "wis.so", WIS_FLAGS)
-        if so is None:
-            raise NoCompiler("malloc1's loop needs the C helper (native/wis.c) and no working C compiler was found")
-        dll = ctypes.CDLL(str(so))
-        dll.wis_malloc1.restype = ctypes.c_long
-        dll.wis_malloc1.argtypes = [ctypes.c_ulong, ctypes.c_long]
-        _WIS = dll
-    return _WIS
+    dll = _load(WIS_SOURCE, "wis.so", WIS_FLAGS, "malloc1's loop")
+    dll.wis_malloc1.restype = ctypes.c_long
+    dll.wis_malloc1.argtypes = [ctypes.c_ulong, ctypes.c_long]
+    return dll
 
 
 def _address(m: mmap.mmap) -> tuple[int, np.ndarray]:
