@@ -17,7 +17,7 @@ from typing import Any
 from mmsim.progress import ProgressEvent, ProgressHook
 
 
-def _eta(elapsed: float, done: int, total: int) -> str:
+def _eta(elapsed: float, done: float, total: float) -> str:
     if done <= 0 or done >= total:
         return ""
     s = elapsed / done * (total - done)
@@ -50,17 +50,16 @@ class ProgressView(AbstractContextManager["ProgressView"]):
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
-                MofNCompleteColumn,
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                                  console=Console(stderr=True), transient=False)
-            self._task = self._bar.add_task(self.label, total=None)
+            self._task = self._bar.add_task(self.label, total=None, count="")
             self._bar.__enter__()
         return self
 
@@ -86,7 +85,11 @@ class ProgressView(AbstractContextManager["ProgressView"]):
     def _on(self, ev: ProgressEvent) -> None:
         if self.mode == "rich":
             desc = f"{ev.experiment}: {ev.arm}" if ev.arm else ev.experiment
-            self._bar.update(self._task, completed=ev.done, total=ev.total, description=desc)
+            # the bar and its ETA follow the estimated work when the event has it (reproduce), else the count
+            work = ev.work_total > 0
+            self._bar.update(self._task, completed=ev.work_done if work else ev.done,
+                             total=ev.work_total if work else ev.total, description=desc,
+                             count=f"{ev.done}/{ev.total}")
             return
         if ev.phase == "start":
             self._starts += 1
@@ -102,6 +105,7 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         if ev.phase == "start":
             line = f"[{ev.done}/{ev.total}] {ev.arm} ..."
         else:
-            line = (f"[{ev.done}/{ev.total}] {ev.arm} done in {ev.wall_seconds:.2f} s"
-                    + _eta(elapsed, ran, todo))
+            eta = (_eta(elapsed, ev.work_done, ev.work_total) if ev.work_total > 0 and ev.done < ev.total
+                   else _eta(elapsed, ran, todo))
+            line = f"[{ev.done}/{ev.total}] {ev.arm} done in {ev.wall_seconds:.2f} s" + eta
         self._write(f"mmsim: {ev.experiment}: {line}\n")

@@ -26,6 +26,10 @@ class ProgressEvent:
     done: int  # arms finished, this one included at "end"
     total: int  # arms in the experiment
     wall_seconds: float = 0.0  # host time of the arm, at "end"
+    # the estimated host time of the arms finished so far and of all arms (any unit; 0 = unknown): the ETA
+    # then follows the work left, not the count of arms left (reproduce's arms differ by 100x)
+    work_done: float = 0.0
+    work_total: float = 0.0
 
 
 ProgressHook = Callable[[ProgressEvent], None]

@@ -187,25 +187,40 @@ def reproduce(
             jobs.append((n, arm, RunSpec(**{**spec.__dict__, "seed": seed, "exact": exact})))
     # validate and apply the guard to every arm before any runs
     canon = [executors.canonical(spec) for _, _, spec in jobs]
+    # an arm whose canonical spec another arm already has (pcp-free-high's patched arm is pcp-series' p3) runs
+    # once: a run depends only on its spec and seed, so the copy is the same result
+    first: dict[str, int] = {}
+    same = [first.setdefault(json.dumps(c, sort_keys=True), j) for j, c in enumerate(canon)]
+    unique = [j for j in range(len(jobs)) if same[j] == j]
+    weights = [arm_weight(jobs[j][0], jobs[j][1]) for j in range(len(jobs))]
     # longest first (the pool's makespan); the order of the results does not depend on it
-    order = sorted(range(len(jobs)), key=lambda j: (-_weight(jobs[j][0]), j))
+    order = sorted(unique, key=lambda j: (-weights[j], j))
     total = len(jobs)
+    work_total = sum(weights[j] for j in unique)
     done = 0
+    work_done = 0.0
 
     def started(j: int) -> None:
         if progress:
-            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "start", done, total))
+            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "start", done, total,
+                                   work_done=work_done, work_total=work_total))
 
     def ended(j: int, r: RunResult) -> None:
-        nonlocal done
-        record(store, [(jobs[j][2], r.to_dict())], [canon[j]])
-        done += 1
-        if progress:
-            progress(ProgressEvent(f"reproduce {jobs[j][0]}", jobs[j][1], "end", done, total,
-                                   float(r.sim["wall_seconds"])))
+        nonlocal done, work_done
+        work_done += weights[j]
+        for k in range(len(jobs)):
+            if same[k] != j:
+                continue
+            if k != j:
+                results[k] = r
+            record(store, [(jobs[k][2], r.to_dict())], [canon[k]])
+            done += 1
+            if progress:
+                progress(ProgressEvent(f"reproduce {jobs[k][0]}", jobs[k][1], "end", done, total,
+                                       float(r.sim["wall_seconds"]), work_done=work_done, work_total=work_total))
 
     results: dict[int, RunResult] = {}
-    n_workers = min(workers if workers is not None else executors._ncpus(), total)
+    n_workers = min(workers if workers is not None else executors._ncpus(), len(order))
     if n_workers <= 1:
         for j in order:
             started(j)
@@ -236,11 +251,26 @@ def reproduce(
     return out
 
 
-# Host seconds per arm (quiet 2-core VM, 2026-12-01), only to order the pool's queue.
-_WEIGHTS = {"split-pmd-ptl": 15.0, "clear-order": 3.0, "hugetlb-rwsem": 3.3, "autonuma-scan": 11, "pcp-free-high": 1.0}
-# issue 22 part B, measured on a loaded host (load ~7 on 2 cores): 100-140 s and 29-38 s per arm
-_WEIGHTS.update({"vma-lock-shared-fault": 100.0, "vma-lock-read-fault": 30.0})
+# Host seconds of each arm, only to order the pool's queue (longest first) and for the progress ETA: the
+# arms' own wall times in `mmsim reproduce --json` on this 2-core VM (2026-12-01 20:20 UTC, 2 workers, load
+# average ~6, so about 3x a quiet run's CPU seconds; the ratios are what matters). An arm not listed weighs
+# its experiment's entry in _WEIGHTS, else 10.
+_ARM_WEIGHTS = {
+    "split-pmd-ptl": {"v3.12": 164.0, "v3.13": 187.0},
+    "clear-order": {"v4.13": 55.0, "v4.14": 60.0, "v4.13/4": 4.8, "v4.14/4": 3.0},
+    "pcp-free-high": {"parent": 24.0, "patched": 17.0},
+    "hugetlb-rwsem": {"c0d0381ade79^": 29.0, "c0d0381ade79": 29.0, "c0d0381ade79+fix": 38.0},
+    "autonuma-scan": {"v5.4": 18.0, "v5.5": 18.0, "v5.4.tiering": 15.0, "v5.5.tiering": 14.0},
+    "mmap-thp-align": {"d4148aeab412^": 41.0, "d4148aeab412": 40.0},
+    "devzero-thp-align": {"849d5cff4d48^": 111.0, "849d5cff4d48": 64.0},
+    "vma-lock-shared-fault": {"parent": 313.0, "patched": 45.0, "parent/processes": 40.0,
+                              "patched/processes": 46.0},
+    "vma-lock-read-fault": {"parent": 152.0, "patched": 43.0},
+    "pcp-series": {"base": 31.0, "p1": 28.0, "p3": 25.0, "p5": 29.0, "p7": 29.0, "p9": 18.0},
+}
+_WEIGHTS = {exp: max(arms.values()) for exp, arms in _ARM_WEIGHTS.items()}
 
 
-def _weight(exp: str) -> float:
-    return _WEIGHTS.get(exp, 1.0)
+def arm_weight(exp: str, arm: str) -> float:
+    """The relative host time of one arm (:data:`_ARM_WEIGHTS`)."""
+    return _ARM_WEIGHTS.get(exp, {}).get(arm, _WEIGHTS.get(exp, 10.0))
