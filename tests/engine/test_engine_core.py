@@ -189,3 +189,39 @@ def test_seq_stays_monotonic_across_callbacks_and_tasks() -> None:
     eng.run()
     # Heap at t=0: task(seq1), cb(seq2). task yields 0 → seq3; cb → pushes seq4.
     assert order == ["cb", "task", "cb-from-cb"]
+
+
+def test_a_task_resumed_without_the_heap_keeps_heap_order() -> None:
+    """A task whose next time is before every pending entry resumes at once (no push/pop); one whose next
+    time ties a pending entry goes after it (the older seq), as a push would; events are counted the same."""
+    eng = Engine()
+    log: list[tuple[str, int]] = []
+    eng.start(Task(1, "a"), _sleeper(log, eng, "a", [3, 4, 1]))  # 0, 3, 7 (ties b), 8
+    eng.start(Task(2, "b"), _sleeper(log, eng, "b", []), 7)
+    eng.call_at(5, lambda v: log.append(("cb", eng.now)))
+    assert eng.run() == 8
+    assert log == [("a", 0), ("a", 3), ("cb", 5), ("b:end", 7), ("a", 7), ("a:end", 8)]
+    assert eng.events == 6  # a at 0, 3, 7, 8; the callback; b
+
+
+def test_a_task_waking_another_at_its_own_time_lets_it_run_first() -> None:
+    """``wake(other, 0)`` during a step puts ``other`` at now; the waker's ``yield 0`` then ties it and
+    goes after it."""
+    eng = Engine()
+    log: list[str] = []
+    b = Task(2, "b")
+
+    def a_body() -> Generator[Any, Any, None]:
+        log.append("a1")
+        eng.wake(b)
+        yield 0
+        log.append("a2")
+
+    def b_body() -> Generator[Any, Any, None]:
+        yield PARK
+        log.append("b")
+
+    eng.start(b, b_body())
+    eng.start(Task(1, "a"), a_body(), 1)
+    eng.run()
+    assert log == ["a1", "b", "a2"]

@@ -117,26 +117,38 @@ class Engine:
                     obj(value)  # a plain callback
                     seq = self._seq
                     continue
-                try:
-                    self._seq = seq
-                    y = obj.gen.send(value)  # type: ignore[union-attr]
-                    seq = self._seq
-                except StopIteration:
-                    seq = self._seq
-                    obj.state = "done"
-                    obj.finished_at = when
-                    for fn in self._on_exit:
-                        fn(obj)
-                    seq = self._seq
-                    continue
-                if y.__class__ is int:
-                    # Inlined from wake(): the hot path of every simulation.
-                    if y < 0:
-                        raise SimulationError(f"{obj!r} yielded a negative delay {y}")
-                    seq += 1
-                    push(heap, (when + y, seq, obj, None))
-                elif y is not park:
-                    raise SimulationError(f"{obj!r} yielded {y!r}; expected int ns or PARK")
+                gen = obj.gen
+                while True:
+                    try:
+                        self._seq = seq
+                        y = gen.send(value)  # type: ignore[union-attr]
+                        seq = self._seq
+                    except StopIteration:
+                        seq = self._seq
+                        obj.state = "done"
+                        obj.finished_at = when
+                        for fn in self._on_exit:
+                            fn(obj)
+                        seq = self._seq
+                        break
+                    if y.__class__ is int:
+                        # Inlined from wake(): the hot path of every simulation.
+                        if y < 0:
+                            raise SimulationError(f"{obj!r} yielded a negative delay {y}")
+                        seq += 1
+                        when += y
+                        # The entry (when, seq) would be the next one popped: it is earlier than every
+                        # other entry (ties go to the smaller seq, and this seq is the largest), so
+                        # resume the task now instead of pushing and popping it. Same order, same count.
+                        if (not heap or when < heap[0][0]) and when <= limit:
+                            self.now = when
+                            events += 1
+                            value = None
+                            continue
+                        push(heap, (when, seq, obj, None))
+                    elif y is not park:
+                        raise SimulationError(f"{obj!r} yielded {y!r}; expected int ns or PARK")
+                    break
         finally:
             self._seq = seq
             self.events += events
