@@ -40,6 +40,12 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         self._from_store = 0
         self._held: list[str] | None = [] if hold_first_batch else None
         self._starts = 0
+        # events with work estimates (reproduce): work and host seconds of the finished runs, and how many
+        # ran at once (a pool's workers), for _work_eta
+        self._work_seen = 0.0
+        self._work_wall = 0.0
+        self._inflight = 0
+        self._parallel = 1
 
     @property
     def hook(self) -> ProgressHook | None:
@@ -82,6 +88,24 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         sys.stderr.write(line)
         sys.stderr.flush()
 
+    def _track_work(self, ev: ProgressEvent) -> None:
+        if ev.phase == "start":
+            self._inflight += 1
+            self._parallel = max(self._parallel, self._inflight)
+        elif ev.work_done > self._work_seen:  # a run's end (an arm that shared another's run adds no work)
+            self._work_seen = ev.work_done
+            self._work_wall += ev.wall_seconds
+            self._inflight -= 1
+
+    def _work_eta(self, ev: ProgressEvent) -> str:
+        """The work left at the rate one worker did the finished runs' work, times the runs seen at once:
+        not the share of arms done, since one arm can be 50x another."""
+        left = ev.work_total - ev.work_done
+        if ev.done >= ev.total or left <= 0 or self._work_wall <= 0 or self._work_seen <= 0:
+            return ""
+        s = left * self._work_wall / self._work_seen / self._parallel
+        return f"; ETA {s:.1f} s" if s < 120 else f"; ETA {s / 60:.1f} min"
+
     def _on(self, ev: ProgressEvent) -> None:
         if self.mode == "rich":
             desc = f"{ev.experiment}: {ev.arm}" if ev.arm else ev.experiment
@@ -95,6 +119,8 @@ class ProgressView(AbstractContextManager["ProgressView"]):
             self._starts += 1
             if self._starts == 2:
                 self._flush()
+        if ev.work_total > 0:
+            self._track_work(ev)
         if ev.phase == "start" and not ev.arm:
             return
         if ev.phase == "start" and ev.arm.endswith("from the results store"):
@@ -105,7 +131,6 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         if ev.phase == "start":
             line = f"[{ev.done}/{ev.total}] {ev.arm} ..."
         else:
-            eta = (_eta(elapsed, ev.work_done, ev.work_total) if ev.work_total > 0 and ev.done < ev.total
-                   else _eta(elapsed, ran, todo))
+            eta = self._work_eta(ev) if ev.work_total > 0 else _eta(elapsed, ran, todo)
             line = f"[{ev.done}/{ev.total}] {ev.arm} done in {ev.wall_seconds:.2f} s" + eta
         self._write(f"mmsim: {ev.experiment}: {line}\n")

@@ -46,9 +46,26 @@ def test_copies_give_what_separate_runs_give(three_arms: str) -> None:
     assert o.arms["copy"].metrics == alone.metrics and o.arms["copy"].perf == alone.perf
 
 
-def test_eta_follows_the_work_left() -> None:
-    from mmsim.cli_progress import _eta
+def test_eta_follows_the_work_left_on_the_workers_seen() -> None:
+    from mmsim.cli_progress import ProgressView
 
-    # 1 of 4 arms done but it was 3/4 of the work: 10 s so far -> ~3.3 s left, not 30 s
-    assert _eta(10.0, 3.0, 4.0) == "; ETA 3.3 s"
-    assert _eta(10.0, 1, 4) == "; ETA 30.0 s"
+    view = ProgressView("reproduce", enabled=None)
+    view.mode = "lines"
+    lines: list[str] = []
+    view._write = lines.append  # type: ignore[method-assign]
+
+    def ev(arm: str, phase: str, done: int, wall: float, work: float) -> ProgressEvent:
+        return ProgressEvent("reproduce x", arm, phase, done, 4, wall, work_done=work, work_total=10.0)
+
+    view._on(ev("long", "start", 0, 0.0, 0.0))
+    view._on(ev("mid", "start", 0, 0.0, 0.0))  # two workers
+    # the long arm (6 of 10 units) took 30 s: 4 units left at 5 s a unit on 2 workers = 10 s, whatever
+    # share of the arms (1 of 4) is done
+    view._on(ev("long", "end", 1, 30.0, 6.0))
+    view._on(ev("short", "start", 1, 0.0, 6.0))
+    view._on(ev("mid", "end", 2, 15.0, 9.0))  # 9 units in 45 s: 1 left = 5 s / 2
+    view._on(ev("copy", "end", 3, 15.0, 9.0))  # shared the mid run: adds no work or time
+    view._on(ev("short", "end", 4, 5.0, 10.0))
+    ends = [ln for ln in lines if " done in " in ln]
+    assert [ln.split("; ")[-1].strip() if "ETA" in ln else "" for ln in ends] == [
+        "ETA 10.0 s", "ETA 2.5 s", "ETA 2.5 s", ""]
