@@ -26,7 +26,13 @@ and so in what a hand-off costs.
   with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
   waiter's node line, whose owner is spinning on it (one HITM). A hand-off is
   therefore the lock word's transfer plus, for a queue head, the next
-  waiter's node: constant in the number of waiters.
+  waiter's node: constant in the number of waiters. The new holder (pending
+  waiter or queue head) then stores to the lock word
+  (``clear_pending_set_locked`` / ``set_locked``, or the last waiter's
+  ``cmpxchg``): one more write of the line, made when its re-read has seen
+  the lock free (:meth:`Spinlock._granted`). Not modelled: a releaser that
+  comes straight back re-taking the lock by the fast path while another CPU
+  waits out the pending hand-over (``_Q_PENDING_LOOPS``); grants are FIFO.
 
 The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
 objects may share (``mm->page_table_lock`` shares its line with
