@@ -59,13 +59,12 @@ class ProgressView(AbstractContextManager["ProgressView"]):
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
                                  console=Console(stderr=True), transient=False)
-            self._task = self._bar.add_task(self.label, total=None, count="")
+            self._task = self._bar.add_task(self.label, total=None, count="", eta="?")
             self._bar.__enter__()
         return self
 
@@ -107,30 +106,35 @@ class ProgressView(AbstractContextManager["ProgressView"]):
         return f"; ETA {s:.1f} s" if s < 120 else f"; ETA {s / 60:.1f} min"
 
     def _on(self, ev: ProgressEvent) -> None:
-        if self.mode == "rich":
-            desc = f"{ev.experiment}: {ev.arm}" if ev.arm else ev.experiment
-            # the bar and its ETA follow the estimated work when the event has it (reproduce), else the count
-            work = ev.work_total > 0
-            self._bar.update(self._task, completed=ev.work_done if work else ev.done,
-                             total=ev.work_total if work else ev.total, description=desc,
-                             count=f"{ev.done}/{ev.total}")
-            return
         if ev.phase == "start":
             self._starts += 1
             if self._starts == 2:
                 self._flush()
+            if ev.arm.endswith("from the results store"):
+                self._from_store = ev.done  # not run again: the ETA counts only the runs made here
         if ev.work_total > 0:
             self._track_work(ev)
-        if ev.phase == "start" and not ev.arm:
-            return
-        if ev.phase == "start" and ev.arm.endswith("from the results store"):
-            self._from_store = ev.done  # not run again: the ETA counts only the runs made here
         elapsed = time.monotonic() - self.t0
         ran = ev.done - self._from_store
         todo = ev.total - self._from_store
+        eta = "" if ev.phase == "start" else (
+            self._work_eta(ev) if ev.work_total > 0 else _eta(elapsed, ran, todo))
+        if self.mode == "rich":
+            desc = f"{ev.experiment}: {ev.arm}" if ev.arm else ev.experiment
+            # the bar follows the estimated work when the event has it (reproduce), else the count; the
+            # ETA is the one the line mode prints, as of the last run finished (rich's own needs a steady
+            # stream of updates, and these come once per run)
+            work = ev.work_total > 0
+            fields: dict[str, str] = {"count": f"{ev.done}/{ev.total}"}
+            if ev.phase == "end":
+                fields["eta"] = eta.removeprefix("; ETA ") or ("0 s" if ev.done >= ev.total else "?")
+            self._bar.update(self._task, completed=ev.work_done if work else ev.done,
+                             total=ev.work_total if work else ev.total, description=desc, **fields)
+            return
+        if ev.phase == "start" and not ev.arm:
+            return
         if ev.phase == "start":
             line = f"[{ev.done}/{ev.total}] {ev.arm} ..."
         else:
-            eta = self._work_eta(ev) if ev.work_total > 0 else _eta(elapsed, ran, todo)
             line = f"[{ev.done}/{ev.total}] {ev.arm} done in {ev.wall_seconds:.2f} s" + eta
         self._write(f"mmsim: {ev.experiment}: {line}\n")
