@@ -433,6 +433,8 @@ def __handle_mm_fault(
         if state == PMD_HUGE and write and (slot in pt.wp_huge or slot in pt.zero_huge):
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
+            if kind == "thp-split":  # VM_FAULT_FALLBACK: the same fault goes on at PTE level (do_wp_page)
+                kind = "none"
         elif state is None and huge_memory.thp_applies(s, vma, addr):
             if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
                 yield anon_vma_prepare(task, s, vma)
@@ -478,7 +480,9 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     write-protected PTE shared after fork (or to the zero page): allocate a
     page, ``cow_user_page`` (copy; or clear for the zero page), then under
     the PTE lock map it and ``page_remove_rmap`` the old page (an atomic on
-    its ``_mapcount``, a line shared by every process mapping it)."""
+    its ``_mapcount``, a line shared by every process mapping it). A sub-page
+    of a split THP is never reused (v6.7 ``wp_can_reuse_anon_folio``: a large
+    folio's refcount is above 3) and is copied like any shared page."""
     s = mm.system
     cpu = task.cpu
     pt = mm.pgtables
@@ -497,7 +501,14 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
     yield s.counters.busy(cpu, "wp_page_copy", ns, ins)
     if old is not ZERO_PAGE:
-        yield s.counters.busy(cpu, "page_remove_rmap", s.page_line(old).rmw(cpu, s.engine.now))
+        now = s.engine.now
+        d = s.page_line(old).rmw(cpu, now)
+        if isinstance(old, tuple) and old[0] == "Hsub":
+            # a sub-page of a PTE-mapped THP (huge_memory.__split_huge_pmd, v5.8+): v6.7's
+            # __folio_remove_rmap also drops the folio's _nr_pages_mapped, and folio_put its refcount
+            # (the head's line): lines every process sharing the THP writes
+            d += s.page_line((old[1], "_nr_pages_mapped")).rmw(cpu, now) + s.page_line(old[1]).rmw(cpu, now)
+        yield s.counters.busy(cpu, "page_remove_rmap", d)
     pt.zero_ptes.discard(pfn)
     pt.wp_ptes.discard(pfn)
     pt.shared.pop(("P", pfn), None)
