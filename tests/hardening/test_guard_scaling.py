@@ -138,14 +138,32 @@ def test_issue_cases_are_refused_with_their_estimate(argv: list[str], needles: l
 
 
 def test_anon_w_rand_on_xeon_phi_counts_sub_thp_mappings_and_index_batches() -> None:
-    """288 tasks x 3.6 MiB: one 2 MiB fault and 1.6 MiB of 4 KiB faults each (the estimate was 24x low with
-    every task's memory counted as THP), and each task's 64 Ki-word index batch (1.1 MiB, 10x low before)."""
+    """288 tasks x 3.6 MiB, each mapping placed top-down from MMAP_BASE (4 KiB below a 2 MiB boundary): it holds
+    no aligned 2 MiB block, so every page is a 4 KiB fault (the estimate was 2.2x low in events when it took each
+    mapping to start on a 2 MiB boundary, with one THP per task; the run makes 262,368 4 KiB faults), and each
+    task's 64 Ki-word index batch (1.1 MiB, 10x low before)."""
+    from mmsim.mm.mmap import MMAP_BASE
+
     w = get_workload("vm-scalability/anon-w-rand")
     m = machines.get_machine("xeon-phi-7295")
     est = guard.estimate(w.name, resolve_params(w, {"size": "1g"}), m, resolve("v4.14", [], {}).policies)
-    per = (1 << 30) // 288
-    assert est.basis.startswith(f"{288 * -(-(per % (2 << 20)) // 4096):,} page faults")
+    pages = -(-((1 << 30) // 288) // 4096)
+    start, end = MMAP_BASE - pages * 4096, MMAP_BASE
+    assert end // (2 << 20) - -(-start // (2 << 20)) == 0  # no aligned 2 MiB block inside [start, end)
+    assert est.basis == f"{288 * pages:,} page faults x 6.1 events"
     assert est.memory >= 288 * 65536 * 17
+
+
+def test_thp_blocks_of_a_placed_mapping() -> None:
+    """_faults counts the aligned 2 MiB blocks inside [start, start + n): 4 MiB from a boundary is two; shifted by
+    4 KiB it is one, with 511 + 1 pages of 4 KiB faults around it; 4 MiB less a page from 4 KiB past a boundary
+    ends on one and keeps its second block."""
+    hp = 2 << 20
+    assert guard._faults(2 * hp, True, start=8 * hp) == (0, 2)
+    assert guard._faults(2 * hp, True, start=8 * hp + 4096) == (512, 1)
+    assert guard._faults(2 * hp - 4096, True, start=8 * hp + 4096) == (511, 1)
+    assert guard._faults(hp, True, start=8 * hp + 4096) == (512, 0)
+    assert guard._faults(2 * hp + 4096, True) == (1, 2)  # no start: taken to start on a boundary
 
 
 def test_unphysical_clock_is_refused_by_the_guard() -> None:

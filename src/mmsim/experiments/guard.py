@@ -6,7 +6,8 @@ The estimate is a cheap model per workload from its parameters, never a
 trial run:
 
 * **work units** -- what the workload does that costs engine events: page
-  faults (bytes / page size, 2 MiB when THP or hugetlb maps the memory),
+  faults (bytes / page size; 2 MiB for hugetlb, and for THP in each aligned
+  2 MiB block of the mapping where the model places it),
   messages (lmbench), lock acquisitions (lockstress), access batches and
   NUMA-balancing scan passes (pmbench);
 * **events** = units x events per unit, the per-workload ratio measured on
@@ -262,14 +263,30 @@ def override(max_events: str | None, max_memory: str | None, force: bool) -> Ite
         _override = old
 
 
-def _faults(nbytes: int, huge: bool, hugetlb: bool = False) -> tuple[int, int]:
+def _faults(nbytes: int, huge: bool, hugetlb: bool = False, start: int | None = None) -> tuple[int, int]:
     """(4 KiB faults, 2 MiB faults) to populate ``nbytes``: hugetlb rounds up to whole 2 MiB pages; THP maps only
-    the whole 2 MiB of a mapping (a 466 KiB one, e.g. 128 MiB over 288 tasks, is all 4 KiB faults)."""
+    the aligned 2 MiB blocks inside the mapping (a 466 KiB one, e.g. 128 MiB over 288 tasks, is all 4 KiB
+    faults). ``start``: where the mapping is placed, when the model places it deterministically (else it is
+    taken to start on a 2 MiB boundary)."""
     if hugetlb:
         return 0, -(-nbytes // HPAGE)
     if huge:
-        return -(-(nbytes % HPAGE) // PAGE), nbytes // HPAGE
+        npages = -(-nbytes // PAGE)
+        if start is None:
+            return -(-(nbytes % HPAGE) // PAGE), nbytes // HPAGE
+        end = start + npages * PAGE
+        blocks = max(0, (end // HPAGE) - (-(-start // HPAGE)))
+        return npages - blocks * (HPAGE // PAGE), blocks
     return -(-nbytes // PAGE), 0
+
+
+def _first_mmap_start(nbytes: int) -> int:
+    """Where a fresh mm's first ``MmStruct.do_mmap`` of ``nbytes`` lands: top-down from ``MMAP_BASE``, page-aligned
+    (``arch_get_unmapped_area_topdown`` with no THP alignment: mm/mmap.py). ``MMAP_BASE`` is 4 KiB below a 2 MiB
+    boundary, so e.g. 1 GiB over 288 tasks (3.6 MiB each) holds no aligned 2 MiB block and faults 4 KiB pages only."""
+    from mmsim.mm.mmap import MMAP_BASE
+
+    return MMAP_BASE - (-(-nbytes // PAGE) * PAGE)
 
 
 def _slots(nbytes: int) -> int:
@@ -326,7 +343,15 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         total = p["size"] or mem_total // 2
         per = total // (nr + 1 if hugetlb and cow else nr)
         copies = nr + 1 if cow else nr
-        s, h = _faults(per, thp, hugetlb)
+        if w.endswith("-mt"):  # one mm: the threads' /dev/zero mappings side by side below MMAP_BASE, or
+            # THP-aligned each (policy dev_zero_align, 849d5cff4d48)
+            aligned = policies.get("dev_zero_align", "off") == "thp"
+            size = -(-per // PAGE) * PAGE
+            each = [_faults(per, thp, start=None if aligned else _first_mmap_start(per) - i * size)
+                    for i in range(copies)]
+            s, h = -(-sum(e[0] for e in each) // copies), -(-sum(e[1] for e in each) // copies)
+        else:
+            s, h = _faults(per, thp, hugetlb, start=_first_mmap_start(per))  # each child's (or the parent's) mm
         out.small, out.huge = copies * s, copies * h
         tables = copies * _slots(per) if s else 0
         out.threads = nr
