@@ -96,20 +96,24 @@ def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     # (xchg_tail: RFO 10 + storm {2} 10; links into nobody's node) and spins on the lock
     # word; CPU 1 queues behind 6 (xchg_tail; writes 6's node: HITM(6,1) 200), spins locally.
     # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6}: first 200, per 10;
-    #   CPU 2 (pending) half-way: 200 + int(200 + 5) = 405 → 1405.
-    # Release by 2 at 2405: RFO from {2,6}: (0+10)/2 = 5; storm {6}: 10 → 15; CPU 6 is the
-    #   queue head: it writes CPU 1's node, HITM(6,1) 200 → 2405 + 215 = 2620. CPU 1 is now
-    #   the head and spins on the lock word.
-    # Release by 6 at 3620: RFO from {6}: 0; storm {1}: 200 → 3820.
-    assert granted == {0: 0, 2: 1405, 6: 2620, 1: 3820}
+    #   CPU 2 (pending) half-way: 200 + int(200 + 5) = 405 → 1405. There it stores to the
+    #   lock word (clear_pending_set_locked): the storm holds the line to 1410 (+5), RFO from
+    #   its readers {2,6}: (0+10)/2 = 5, and sets off CPU 6's re-read (10): granted 1415.
+    # Release by 2 at 2415: RFO from {6}: 10; storm {6}: 10 → 2435; CPU 6, the queue head,
+    #   stores set_locked: RFO from {6}: 0, nobody spinning; then it writes CPU 1's node,
+    #   HITM(6,1) 200 → 2635. CPU 1 is now the head and spins on the lock word.
+    # Release by 6 at 3635: RFO from 6's own line: 0; storm {1}: 200 → 3835; CPU 1's store
+    #   hits its own line (readers {1}), nobody spinning: 3835.
+    assert granted == {0: 0, 2: 1415, 6: 2635, 1: 3835}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1405 + 2620 + 3820
-    assert st.wait_ns_max == 3820
+    assert st.wait_ns_total == 1415 + 2635 + 3835
+    assert st.wait_ns_max == 3835
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
+    assert st.extra["lock_word_stores"] == 3  # each contended grant's set_locked / clear_pending_set_locked
     assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1405
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1415
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
@@ -122,17 +126,21 @@ def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> No
     arrival's readers (200) + CPU 2's place in the storm: first 200 (HITM 0→socket 1)
     and half of the other re-reads. Ticket: all nwait waiters re-read (per = mean
     pair HIT: 0, 50, 110/3·…): 400, 425, 436, 455. Queued: at most 2 re-readers
-    (pending CPU 2 and queue head CPU 3): 400, 425, 425, 425.
-    Second hand-off (2 → 3): ticket 75, 75, 100; queued 75 + 50 (3 writes 6's node)."""
+    (pending CPU 2 and queue head CPU 3): 400, 425, 425, 425, then CPU 2's lock-word
+    store (clear_pending_set_locked) waits for the storm's last re-read (CPU 3's, +25)
+    and takes the line from its readers {2, 3} (+25): 400, 475, 475, 475.
+    Second hand-off (2 → 3): ticket 75, 75, 100; queued: the unlock store takes the line
+    from CPU 3 (50: CPU 2's store left 3 the only reader), CPU 3's re-read (50), its
+    set_locked (0: nobody else reads the line), so 100, plus 50 when 3 writes 6's node."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
     assert g_ticket[2] - hold == [400, 425, 436, 455][nwait - 1]
-    assert g_queued[2] - hold == [400, 425, 425, 425][nwait - 1]
+    assert g_queued[2] - hold == [400, 475, 475, 475][nwait - 1]
     if nwait >= 2:
         assert g_ticket[3] - g_ticket[2] - hold == [75, 75, 100][nwait - 2]
-        assert g_queued[3] - g_queued[2] - hold == [75, 125, 125][nwait - 2]
+        assert g_queued[3] - g_queued[2] - hold == [100, 150, 150][nwait - 2]
 
 
 def test_uncontended_acquire_pays_the_line_transfer(make_rig: Callable[[], Rig]) -> None:

@@ -96,7 +96,8 @@ def test_mmtests_rows_and_gains() -> None:
 
 
 def test_compare_format_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["compare", "lockstress", "-k", "v3.12", "-k", f"v3.12+{QSPIN}", "-p", "tasks=4", "-p",
+    # 8 tasks: the qspinlock's gain (at 4 it is a few per cent slower than the ticket lock, as measured upstream)
+    base = ["compare", "lockstress", "-k", "v3.12", "-k", f"v3.12+{QSPIN}", "-p", "tasks=8", "-p",
             "iterations=100", "-r", "2", "--executor", "serial", "--no-store", "--no-progress"]
     assert main([*base, "--format", "robot"]) == 0
     out = capsys.readouterr().out

@@ -29,8 +29,8 @@ def test_sweep_json_text_and_results(capsys: Cap, tmp_path: Path, store_path: Pa
     pts = {(p["kernel"], p["swept"]["tasks"]): p for p in d["points"]}
     assert set(pts) == {("v3.12", "2"), ("v3.12", "8"), (f"v3.12+{QSPIN}", "2"), (f"v3.12+{QSPIN}", "8")}
     thr = {k: p["summary"]["lockstress.acquisitions_per_second"]["mean"] for k, p in pts.items()}
-    # ticket locks collapse at 8 waiters: 1.98x (was > 2x before issue 16's storm-writer rule, locks/base.py)
-    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.98
+    # ticket locks collapse at 8 waiters: 1.70x (1.98x before the qspinlock holder's lock-word store, issue 16)
+    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.70
     assert pts[("v3.12", "8")]["params"]["tasks"] == 8 and pts[("v3.12", "8")]["runs"][0]["seed"] == 0
 
     code, out, _ = cli(capsys, *argv)

@@ -8,7 +8,15 @@ import pytest
 from mmsim.experiments.run import RunSpec, run
 from mmsim.machine import get_machine
 from mmsim.native.locks import CNA_STOCK, COLLAPSE_FACTOR, TOLERANCE_PCT, published_rows
-from mmsim.workloads.locktorture import LONG_DELAY_NS, LONG_ODDS, LOOP_NS, SHORT_DELAY_NS, spread_cpu
+from mmsim.workloads.locktorture import (
+    LONG_DELAY_NS,
+    LONG_ODDS,
+    LOOP_NS,
+    SECTION_CYCLES,
+    SHORT_DELAY_NS,
+    core_ns,
+    spread_cpu,
+)
 
 
 def test_spread_placement_sockets_then_cores_then_siblings() -> None:
@@ -22,18 +30,36 @@ def test_spread_placement_sockets_then_cores_then_siblings() -> None:
 
 def test_one_writer_pays_only_its_delays() -> None:
     """Alone, every line stays in the writer's cache after its first touch and the lock
-    is never contended: each iteration is the loop's own LOOP_NS plus udelay(2) when
-    the 1-in-4 coin falls. So the window is exactly filled by those (to one iteration)."""
+    is never contended: each iteration is the loop's own LOOP_NS, the section's three
+    64-bit divisions (SECTION_CYCLES at tiny's 1 GHz) plus udelay(2) when the 1-in-4 coin
+    falls. So the window is exactly filled by those (to one iteration)."""
     r = run(RunSpec("locktorture", "tiny", "v5.7", params={"nwriters": "1", "duration_us": "2000"}))
     m = r.metrics
     ops = m["locktorture.writes"]
     udelays = round(m["locktorture.udelay_share"] * ops)
-    busy = ops * LOOP_NS + udelays * SHORT_DELAY_NS
-    assert 2_000_000 - (LOOP_NS + SHORT_DELAY_NS) - 500 <= busy <= 2_000_000  # 500: first-touch transfers
+    busy = ops * (LOOP_NS + SECTION_CYCLES) + udelays * SHORT_DELAY_NS
+    assert 2_000_000 - (LOOP_NS + SECTION_CYCLES + SHORT_DELAY_NS) - 500 <= busy <= 2_000_000  # 500: first touch
     assert 0.2 < m["locktorture.udelay_share"] < 0.3  # 1/4 (binomial, ~1,000 draws)
     # mdelay(100) at odds 1/(n * 200,000), folded in by renewal-reward
     per_op = 1 / m["locktorture.active_writes_per_second"] + LONG_DELAY_NS / LONG_ODDS / 1e9
     assert m["locktorture.writes_per_second"] == pytest.approx(1 / per_op, rel=1e-12)
+
+
+def test_section_divisions_and_smt_sibling_speed() -> None:
+    """74 cycles of divisions (32 + 2 x 21) in the section; a writer whose SMT sibling has a
+    writer runs its core-bound time at smt_thread_speed. tiny: 1 GHz, 4 cores x 2 threads; five
+    writers put the fifth on CPU 4, the sibling of writer 0's CPU 0."""
+    assert SECTION_CYCLES == 74
+    m = get_machine("tiny")
+    placed = {spread_cpu(m, i) for i in range(5)}
+    assert sorted(placed) == [0, 1, 2, 3, 4]
+    speed = m.cost.smt_thread_speed
+    slow = (round(LOOP_NS / speed), round(74 / speed))
+    assert core_ns(m, 0, placed) == core_ns(m, 4, placed) == slow
+    assert core_ns(m, 2, placed) == (LOOP_NS, 74)
+    h = get_machine("haswell-ex-4s")  # 2.6 GHz: 74 cycles = 28 ns; writer 73 (CPU 72) is CPU 0's sibling
+    assert core_ns(h, 0, {spread_cpu(h, i) for i in range(72)}) == (LOOP_NS, 28)
+    assert core_ns(h, 0, {spread_cpu(h, i) for i in range(73)}) == (round(LOOP_NS / 0.65), round(28.46 / 0.65))
 
 
 def test_contended_critical_section_overlaps_independent_misses() -> None:

@@ -147,7 +147,7 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at")
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -172,6 +172,7 @@ class CacheLine:
         # the line from it: until then the line is still Modified in that CPU's cache.
         self._wcpu = -1
         self._first_at = 0
+        self._wkept = False  # the storm's writer already counted among its readers
 
     # -- sums over the spinners ----------------------------------------------
     def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -309,9 +310,10 @@ class CacheLine:
             # readers, still on their way, will see this value too (e.g. a ticket-lock releaser's next
             # xadd right after its unlock store). The storm goes on as it was, and the writer keeps a
             # copy among the storm's readers (the next write has to take the line from them).
-            if self._log is not None:
+            if self._log is not None and not self._wkept:  # one copy, however many writes it makes
                 self._log.append((cpu, -1))
                 self._nsnap += 1
+                self._wkept = True
             return 0, 0.0, 0.0
         start = self.free_at if self.free_at > now else now
         o = self.owner
@@ -337,6 +339,7 @@ class CacheLine:
             self._log = []
             self._nsnap = n
             self._wcpu = cpu
+            self._wkept = False
             self._first_at = start + int(cost + first)
             return start - now + int(cost), first, per
         self.free_at = start + int(cost)

@@ -26,7 +26,13 @@ and so in what a hand-off costs.
   with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
   waiter's node line, whose owner is spinning on it (one HITM). A hand-off is
   therefore the lock word's transfer plus, for a queue head, the next
-  waiter's node: constant in the number of waiters.
+  waiter's node: constant in the number of waiters. The new holder (pending
+  waiter or queue head) then stores to the lock word
+  (``clear_pending_set_locked`` / ``set_locked``, or the last waiter's
+  ``cmpxchg``): one more write of the line, made when its re-read has seen
+  the lock free (:meth:`Spinlock._granted`). Not modelled: a releaser that
+  comes straight back re-taking the lock by the fast path while another CPU
+  waits out the pending hand-over (``_Q_PENDING_LOOPS``); grants are FIFO.
 
 The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
 objects may share (``mm->page_table_lock`` shares its line with
@@ -133,18 +139,43 @@ class Spinlock:
         # The next owner is, on average, half-way through the storm of the spinners.
         h = done + int(first + (line.nspin - 1) * per / 2)
         line.remove_spinner(ncpu)
-        if not self._ticket and role == _HEAD and self.waiters:
-            # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line
-            succ = self.waiters[0]
-            h += int(line.costs.hitm[ncpu][succ[0].cpu])
-            succ[2] = _HEAD
-            line.add_spinner(succ[0].cpu)
-            st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
         self.holder = nxt
-        self.acquired_at = now + h
         self.last_cpu = ncpu
+        if not self._ticket:
+            # The new holder's store to the lock word (clear_pending_set_locked for the pending waiter,
+            # set_locked or the last waiter's cmpxchg for the queue head), when its re-read has seen
+            # the lock free: at that time, so that what the others do meanwhile (the releaser's
+            # cmpxchg straight after its unlock) is on the line first.
+            self.acquired_at = now + h
+            self.ctx.engine.call_at(now + h, self._granted, (nxt, since, role))
+            return 0
+        self.acquired_at = now + h
         wait = now + h - since
         st.note_wait(wait)
         self.ctx.counters.busy(ncpu, self._spin_func, wait)
         self.ctx.engine.wake(nxt, h)
         return 0
+
+    def _granted(self, arg: tuple[Task, int, int]) -> None:
+        """qspinlock: the new holder's lock-word store, then (a queue head with a successor) the
+        hand-off of the queue head role to the next node; then its critical section starts."""
+        nxt, since, role = arg
+        now = self.ctx.engine.now
+        ncpu = nxt.cpu
+        line = self.line
+        st = self.stat
+        h = line.write(ncpu, now)[0]
+        st.extra["lock_word_stores"] = st.extra.get("lock_word_stores", 0) + 1
+        if role == _HEAD and self.waiters:
+            # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line
+            succ = self.waiters[0]
+            if succ[2] == _QUEUED:
+                h += int(line.costs.hitm[ncpu][succ[0].cpu])
+                succ[2] = _HEAD
+                line.add_spinner(succ[0].cpu)
+                st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
+        self.acquired_at = now + h
+        wait = now + h - since
+        st.note_wait(wait)
+        self.ctx.counters.busy(ncpu, self._spin_func, wait)
+        self.ctx.engine.wake(nxt, h)

@@ -89,8 +89,11 @@ static void pin(int cpu) {
 
 /* kernel/locking/qspinlock.c queued_spin_lock_slowpath (v4.16+), native, one node per thread */
 static void q_slowpath(int me, uint32_t val) {
-    if (val == Q_PENDING) {  /* pending -> locked hand-over in progress: wait a little (_Q_PENDING_LOOPS 1) */
-        val = __atomic_load_n(&q.val, __ATOMIC_RELAXED);
+    if (val == Q_PENDING) {  /* pending -> locked hand-over in progress: wait for it, at most
+                                _Q_PENDING_LOOPS (1 << 9 on x86, arch/x86/include/asm/qspinlock.h) reads,
+                                as atomic_cond_read_relaxed (cpu_relax between reads) */
+        int cnt = 1 << 9;
+        while ((val = __atomic_load_n(&q.val, __ATOMIC_RELAXED)) == Q_PENDING && cnt--) __builtin_ia32_pause();
     }
     if (!(val & ~Q_LOCKED)) {
         /* queued_fetch_set_pending_acquire */

@@ -36,6 +36,13 @@ What the model keeps, and why:
   visible in program order), so they lengthen the hold.
 * **The lock.** ``torture_spinlock`` is an ordinary spinlock: the kernel's
   implementation (qspinlock on every kernel from v4.2).
+* **The section's own instructions**: the three 64-bit divisions of
+  ``torture_spin_lock_write_delay`` (``SECTION_CYCLES``, at the machine's
+  clock), after the ``rand`` line has arrived.
+* **SMT.** Core-bound time (the divisions, ``LOOP_NS``) of a writer whose SMT
+  sibling CPU also runs a writer goes at the machine's ``smt_thread_speed``,
+  the rule ``mm.memory.smt_speed`` applies to core-bound code (the sibling is
+  mostly PAUSE-spinning: the pessimistic end). Line transfers are not slowed.
 * **udelay(2)** with probability ``1/(4n)``: drawn per iteration from the
   run's RNG, 2000 ns of busy time under the lock.
 * **mdelay(100)** with probability ``p = 1/(n x 200,000)``: too rare to draw in
@@ -76,8 +83,18 @@ LONG_ODDS = 2000 * 100  # locktorture.c: 1 in (nrealwriters_stress * 2000 * long
 SHORT_ODDS = 2 * 2  # locktorture.c: 1 in (nrealwriters_stress * 2 * shortdelay_us)
 STATS_PER_LINE = 4  # struct lock_stress_stats = 2 longs = 16 B; 64 B lines
 # estimate: the loop's own instructions (stutter_wait and torture_must_stop checks, the flag reads,
-# the modulo arithmetic of four torture_random calls) at ~1 IPC: ~30 instructions; plausible 5-30 ns
+# the loop head's torture_random and its mask) at ~1 IPC: ~30 instructions; plausible 5-30 ns
 LOOP_NS = 10
+# The three `torture_random(trsp) % (cxt.nrealwriters_stress * ...)` of torture_spin_lock_write_delay,
+# under the lock: run-time unsigned long divisors, so three 64-bit DIVs. Agner Fog, "Instruction tables"
+# (Haswell): DIV r64 latency 32-96 cycles, reciprocal throughput 21-74; torture_random's dividends are
+# 32-bit (the fast end). The dividends are ready within a few cycles of each other and the divider
+# takes one per 21 cycles; the section retires after the last. Estimate: 32 + 2 x 21 = 74 cycles,
+# plausible 74-288.
+DIV_LATENCY_CYCLES = 32
+DIV_THROUGHPUT_CYCLES = 21
+SECTION_DIVS = 3
+SECTION_CYCLES = DIV_LATENCY_CYCLES + (SECTION_DIVS - 1) * DIV_THROUGHPUT_CYCLES
 
 
 def spread_cpu(machine: Any, i: int) -> int:
@@ -88,6 +105,13 @@ def spread_cpu(machine: Any, i: int) -> int:
     k = i // nsock
     core = (i % nsock) * per + k % per
     return int((k // per) * machine.ncores + core)
+
+
+def core_ns(machine: Any, cpu: int, placed: set[int]) -> tuple[int, int]:
+    """(loop head, section divisions) core-bound ns of the writer on ``cpu``: at the machine's clock,
+    slowed to ``smt_thread_speed`` when a writer sits on an SMT sibling of ``cpu`` (``placed``)."""
+    speed: float = machine.cost.smt_thread_speed if any(s in placed for s in machine.smt_siblings(cpu)) else 1.0
+    return round(LOOP_NS / speed), round(SECTION_CYCLES / machine.freq_ghz / speed)
 
 
 class LockTorture:
@@ -117,22 +141,26 @@ class LockTorture:
         system.workload_state = {"ops": [0] * n, "end": end, "udelays": 0}
         # the udelay(2) coin of every iteration, at odds 1/(n * SHORT_ODDS), drawn in bulk per writer
         rng = system.engine.rng.stream("locktorture")
+        placed = {spread_cpu(m, i) for i in range(n)}
         for i in range(n):
-            t = Task(i, f"lock_torture_writer/{i}", cpu=spread_cpu(m, i))
+            cpu = spread_cpu(m, i)
+            t = Task(i, f"lock_torture_writer/{i}", cpu=cpu)
             system.sched.spawn(t, self._writer(system, t, i, lock, rand, flags, stats[i // STATS_PER_LINE],
-                                               rng, n, end))
+                                               rng, n, end, core_ns(m, cpu, placed)))
 
     def _writer(self, system: Any, t: Task, i: int, lock: Spinlock, rand: CacheLine, flags: CacheLine,
-                stats: CacheLine, rng: Any, n: int, end: int) -> Generator[Any, Any, None]:
+                stats: CacheLine, rng: Any, n: int, end: int,
+                core_ns: tuple[int, int]) -> Generator[Any, Any, None]:
         c = system.counters
         eng = system.engine
         cpu = t.cpu
         st = system.workload_state
         odds = n * SHORT_ODDS
         coins: Any = iter(())
+        loop_ns, div_ns = core_ns
         while eng.now < end:
             # torture_random(&rand) of the loop head; the loop's own instructions
-            yield c.busy(cpu, "torture_random", rand.rmw(cpu, eng.now) + LOOP_NS)
+            yield c.busy(cpu, "torture_random", rand.rmw(cpu, eng.now) + loop_ns)
             yield lock.acquire(t)
             # The critical section's first accesses are independent of one another: the
             # lock_is_write_held store (and the WARN_ON_ONCE loads of that line), the load of
@@ -150,6 +178,7 @@ class LockTorture:
                 d = rand.rmw(cpu, eng.now)
                 if d:
                     yield c.busy(cpu, "torture_random", d)
+            yield c.busy(cpu, "torture_spin_lock_write_delay", div_ns)  # the three 64-bit divisions
             try:
                 coin = next(coins)
             except StopIteration:
