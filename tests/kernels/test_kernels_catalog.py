@@ -69,6 +69,7 @@ V312 = {
     # issue 22: mappings and THP alignment
     "thp_anon_align": "off",
     "dev_zero_align": "off",
+    "thp_cow": "copy",  # issue 15: 3917c80280c9 (v5.8) sets "split"
 }
 
 

@@ -14,7 +14,9 @@ KERNEL_NAMES = {"pgalloc_normal", "pgfree", "pgfault", "pgmajfault", "thp_fault_
                 "htlb_buddy_alloc_success", "numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
                 "numa_pages_migrated", "pgmigrate_success",
                 # CONFIG_PER_VMA_LOCK_STATS (v6.4, 52f238653e45)
-                "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss"}
+                "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss",
+                # CONFIG_TRANSPARENT_HUGEPAGE (v4.5+), issue 15's THP COW split
+                "thp_split_pmd"}
 
 
 def test_proc_vmstat_members_are_exactly_the_kernel_names() -> None:

@@ -184,3 +184,31 @@ def test_page_conservation(tiny: Machine) -> None:
     assert pa.zones[0].free_pages == TOTAL_PAGES // 2 - 31 - 3 * 512
     assert pa.zones[1].free_pages == TOTAL_PAGES // 2
     assert pa.pcp[0] == [31 - 6, 0]
+
+
+def test_read_fault_maps_the_zero_page_with_its_own_path_and_write_pays_the_folio(tiny: Machine) -> None:
+    """Issue 15: a zero-page read fault is charged do_anonymous_page's read branch (80 cycles), no
+    folio work; a write fault pays ``anon_folio_ns`` on top of the allocator and the clear."""
+    import dataclasses
+
+    m = dataclasses.replace(tiny, cost=dataclasses.replace(tiny.cost, anon_folio_ns=250.0))
+    s, mm, t = _system(m, "v3.13", thp="never")
+    vma = Vma(GIB, GIB + 4 * MIB)
+    done: list[int] = []
+
+    def body() -> Generator[Any, Any, None]:
+        for a, w in ((GIB, False), (GIB + 4096, False), (GIB + 8192, True)):
+            yield from memory.handle_mm_fault(t, mm, vma, a, write=w)
+            done.append(s.engine.now)
+
+    s.sched.spawn(t, body())
+    s.engine.run()
+    # First read: PMD_ALLOC_DONE, __pte_alloc 60 + 410, do_anonymous_page/zero 80 (no anon_vma_prepare).
+    assert done[0] == PMD_ALLOC_DONE + 470 + 80
+    # Second read, same PTE table: entry 1000 + handle_mm_fault 300 + 80.
+    assert done[1] - done[0] == 1380
+    # Write: anon_vma_prepare 700 + 1300 + PCP 60 + clear 410 + anon_folio 250 + do_anonymous_page 400.
+    assert done[2] - done[1] == 700 + 1300 + 60 + 410 + 250 + 400
+    prof = s.counters.prof_ns[0]
+    assert prof["alloc_anon_folio"] == 250 and prof["do_anonymous_page"] == 80 + 80 + 400
+    assert mm.pgtables.zero_ptes == {GIB >> 12, (GIB + 4096) >> 12}

@@ -48,6 +48,28 @@ def test_build_machine_derives_each_field_from_its_measurement() -> None:
     assert yamlio.dict_to_machine(yamlio.machine_to_dict(m)) == m
 
 
+def test_read_fault_gives_page_fault_ns_and_the_write_remainder_anon_folio_ns() -> None:
+    from mmsim.mm.costs import path
+    from mmsim.native.calibrate import FAULT_PATHS, READ_FAULT_PATHS
+
+    base = detect_host()
+    ghz = base.freq_ghz
+    rpaths = sum(path(p, ghz)[0] for p in READ_FAULT_PATHS)
+    wpaths = sum(path(p, ghz)[0] for p in FAULT_PATHS)
+    m, notes = build_machine({**RAW, "fault_4k_read_ns": 700.0}, base)
+    assert m.cost.page_fault_ns == round(700.0 - rpaths, 2)
+    assert m.cost.anon_folio_ns == round(1500.0 - 400.0 - wpaths - (700.0 - rpaths), 2)  # clear: 4096 / 10.24
+    assert m.cost.sources["page_fault_ns"].startswith("native measurement: mmsim calibrate 4 KiB read fault")
+    assert m.cost.sources["anon_folio_ns"].startswith("native measurement: mmsim calibrate 4 KiB write fault")
+    assert yamlio.dict_to_machine(yamlio.machine_to_dict(m)) == m
+    # a read fault dearer than the write fault's residual: no negative folio cost, the field stays unset
+    m, notes = build_machine({**RAW, "fault_4k_read_ns": 1400.0}, base)
+    assert m.cost.anon_folio_ns is None and any(n.startswith("anon_folio_ns: write-fault remainder") for n in notes)
+    # no read fault: page_fault_ns from the write fault, as before
+    m, notes = build_machine(RAW, base)
+    assert m.cost.anon_folio_ns is None and "page_fault_ns: no read fault measured: taken from the write fault" in notes
+
+
 def test_residual_at_or_below_zero_keeps_the_estimate_and_says_so() -> None:
     base = detect_host()
     m, notes = build_machine({**RAW, "fault_4k_ns": 100.0}, base)

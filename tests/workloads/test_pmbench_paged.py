@@ -47,11 +47,14 @@ def test_page_sampling_gives_the_access_by_access_results(use_tiny_preset: Machi
     transient (the first ~0.1 s), which the page model's hit rate, capped by the accesses so far, only
     approximates. The access count's agreement is 5%: measured on 2026-12-01 (issue 19's free path), page
     mode gave -5 ... 0% against access mode over __rmqueue path lengths of 60 to 150 cycles (the fault
-    cost shifts where the cold-cache transient ends); the 2% this test used to assert held by chance."""
+    cost shifts where the cold-cache transient ends); the 2% this test used to assert held by chance.
+    Issue 15 gave the zero-page read fault its own path (do_anonymous_page/zero, 80 cycles): page mode
+    then gave -0.2, -6.3, -5.8 and -2.9% at 50, 80, 150 and 400 cycles of it (access mode within 0.5%),
+    so the agreement asserted is 7%."""
     a, va = _run("access")
     b, vb = _run("page")
     assert sum(v for k, v in b.items() if k.startswith("pmbench.hist.")) == b["pmbench.accesses"]
-    assert b["pmbench.accesses"] == pytest.approx(a["pmbench.accesses"], rel=0.05)
+    assert b["pmbench.accesses"] == pytest.approx(a["pmbench.accesses"], rel=0.07)
     assert b["pmbench.latency_us"] == pytest.approx(a["pmbench.latency_us"], rel=0.03)
     assert vb["pgfault"] == pytest.approx(va["pgfault"], rel=0.02)
     # the histogram rows: LLC hits and misses land in the same log2 buckets

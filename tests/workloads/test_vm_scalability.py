@@ -59,6 +59,19 @@ def test_anon_cow_seq_copies_every_page_once_per_child() -> None:
     assert any(p["symbol"] == "copy_page" for p in r.profile)
 
 
+def test_anon_cow_seq_splits_each_shared_thp_and_copies_4k_since_v5_8() -> None:
+    """Issue 15, 3917c80280c9 (thp_cow=split, v5.8+): each child's first write to a shared THP splits its
+    PMD (thp_split_pmd) and every 4 KiB sub-page is then its own COW fault; no THP is allocated for a copy."""
+    r = _run("anon-cow-seq", kernel="v6.7")
+    assert r.vmstat["thp_split_pmd"] == 4 * 7
+    assert r.counters["cow_fault"] == 4 * (7 * 512 + 512)
+    assert r.vmstat["thp_fault_alloc"] == 7  # the parent's prefault only
+    assert r.perf["page-faults"] == (7 + 512) + 4 * (7 * 512 + 512)  # parent's MAP_POPULATE + children
+    old = _run("anon-cow-seq", kernel="v4.14")  # v4.13 semantics: one 2 MiB copy per shared THP
+    assert old.vmstat["thp_split_pmd"] == 0 and old.counters["cow_fault"] == 4 * (7 + 512)
+    assert r.vmstat["pgalloc_normal"] == old.vmstat["pgalloc_normal"]  # the same pages, 4 KiB at a time
+
+
 def test_anon_w_rand_faults_every_page_once() -> None:
     r = _run("anon-w-rand", size="16m", nr_task="2")  # 8 MiB each: 2^20 random writes
     per = 8 << 20

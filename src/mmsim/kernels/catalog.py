@@ -301,6 +301,12 @@ POLICIES: dict[str, Policy] = {
                "get_unmapped_area_zero of a MAP_PRIVATE /dev/zero mapping: mm_get_unmapped_area (off), or "
                "thp_get_unmapped_area, PMD-aligned whenever len >= PMD_SIZE (849d5cff4d48, linux-next 2025-09)",
                "drivers/char/mem.c get_unmapped_area_zero()"),
+        # --- issue 15: THP COW split (3917c80280c9) ---
+        Policy("thp_cow", ("copy", "split"),
+               "a write to a write-protected anonymous huge PMD shared after fork (or the huge zero page): copy "
+               "(clear) a whole new THP (do_huge_pmd_wp_page, v4.13), or split the PMD and fall back to 4 KiB "
+               "do_wp_page COW faults (3917c80280c9 \"thp: change CoW semantics for anon-THP\", v5.8)",
+               "mm/huge_memory.c do_huge_pmd_wp_page(), __split_huge_pmd_locked()"),
     )
 }
 
@@ -447,6 +453,10 @@ PATCHES: dict[str, Patch] = {
         # linux-next 2025-09-28 (robot report 202509281337.d1edd7ab-lkp@intel.com); the release it merged
         # in was not verified, so it belongs to no catalogued release
         Patch("849d5cff4d48", "/dev/zero: try to align PMD_SIZE for private mapping", {"dev_zero_align": "thp"}),
+        # --- issue 15: THP COW split (3917c80280c9) ---
+        # Kirill A. Shutemov, merged for v5.8 (the patch as posted: store id 49167029271; the v5.8+ code read
+        # in a v6.1-era mm/huge_memory.c, store id 21518380, and in v6.18's wp_huge_pmd, store id 54831735195)
+        Patch("3917c80280c9", "thp: change CoW semantics for anon-THP", {"thp_cow": "split"}, "v5.8"),
     )
 }
 
@@ -513,6 +523,8 @@ _V312 = {
     # --- issue 22: mappings and THP alignment ---
     "thp_anon_align": "off",
     "dev_zero_align": "off",
+    # --- issue 15: THP COW split (3917c80280c9) ---
+    "thp_cow": "copy",
 }
 
 

@@ -25,7 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmsim.machine import yamlio
-from mmsim.machine.model import ISSUE_SOURCE, SMT_SOURCE, CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
+from mmsim.machine.model import (
+    ANON_FOLIO_SOURCE,
+    ISSUE_SOURCE,
+    SMT_SOURCE,
+    CacheLevel,
+    CostModel,
+    Machine,
+    MemoryType,
+    NumaNode,
+    Socket,
+)
 
 NATIVE = "native measurement: "
 EST = "estimate: "
@@ -350,5 +360,6 @@ def _host_cost(ghz: float) -> CostModel:
             "line_hit_socket_ns": "estimate: no clean-line figure, equal to line_xfer_socket_ns",
             "line_hit_remote_ns": "estimate: no clean-line figure, equal to line_xfer_remote_ns",
             "issue_width": "estimate: " + ISSUE_SOURCE + "; mmsim calibrate measures it",
+            "anon_folio_ns": "estimate: " + ANON_FOLIO_SOURCE,
         }.items()},
     )

@@ -97,6 +97,9 @@ ISSUE_WIDTH = 4.0
 ISSUE_SOURCE = ("Agner Fog, The microarchitecture of Intel, AMD and VIA CPUs: 4 fused uops per clock at "
                 "rename on Intel Core, Nehalem to Cascade Lake (the default)")
 
+ANON_FOLIO_SOURCE = ("not separated: page_fault_ns is a per-write-fault figure that includes the new folio's "
+                     "work (charged 0); mmsim calibrate measures it as a write fault minus a read fault")
+
 
 @dataclass(frozen=True)
 class CostModel:
@@ -118,6 +121,13 @@ class CostModel:
       ``wake_up_process`` to the woken task running on an idle CPU.
     * ``page_fault_ns``: exception entry/exit plus handle_mm_fault bookkeeping
       excluding locks, allocation and clearing (those are charged separately).
+    * ``anon_folio_ns``: the work a write fault does for its new anonymous 4 KiB folio that a
+      zero-page read fault does not, beyond the allocator fast path, the clear and the
+      ``do_anonymous_page`` path (mm/costs.py): ``alloc_anon_folio``'s ``mem_cgroup_charge``,
+      ``post_alloc_hook`` / ``prep_new_page`` on the new page's struct page, ``folio_add_new_anon_rmap``,
+      ``folio_add_lru_vma``, ``add_mm_counter`` (mm/memory.c v6.7). ``mmsim calibrate`` measures it as a
+      write fault minus a read fault (and ``page_fault_ns`` on the read fault); ``None`` on the
+      presets, whose ``page_fault_ns`` estimate is per write fault and includes it: charged 0.
     * ``smt_thread_speed``: speed of one SMT thread, relative to running alone
       on its core, while a sibling thread also runs (core-bound code only).
     * ``issue_width``: fused uops per cycle the core issues; a front-end-bound user loop
@@ -135,11 +145,14 @@ class CostModel:
     line_hit_socket_ns: float | None = None
     line_hit_remote_ns: float | None = None
     issue_width: float = ISSUE_WIDTH
+    anon_folio_ns: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.issue_width == ISSUE_WIDTH and self.sources:  # a sourced machine: the default's source too
             self.sources.setdefault("issue_width", ISSUE_SOURCE)
+        if self.anon_folio_ns is None and self.sources:
+            self.sources.setdefault("anon_folio_ns", ANON_FOLIO_SOURCE)
         for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
             if getattr(self, hit) is None:
                 object.__setattr__(self, hit, getattr(self, hitm))
@@ -158,6 +171,8 @@ class CostModel:
             "line_hit_remote_ns",
             "issue_width",
         )
+        if self.anon_folio_ns is not None:
+            _positive(self, "anon_folio_ns")
         if self.smt_thread_speed > 1:
             raise ValueError(f"CostModel.smt_thread_speed must be in (0, 1], got {self.smt_thread_speed!r}")
 

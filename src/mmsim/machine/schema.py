@@ -112,7 +112,7 @@ class NodeSpec(_Strict):
 def _cost_fields() -> dict[str, Any]:
     out: dict[str, Any] = {}
     defaults = {"smt_thread_speed": SMT_THREAD_SPEED, "line_hit_socket_ns": None, "line_hit_remote_ns": None,
-                "issue_width": ISSUE_WIDTH}
+                "issue_width": ISSUE_WIDTH, "anon_folio_ns": None}
     for f in dataclasses.fields(CostModel):
         if f.name == "sources":
             continue

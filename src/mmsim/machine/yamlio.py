@@ -43,6 +43,8 @@ def _plain(obj: object) -> dict[str, Any]:
 def machine_to_dict(m: Machine) -> dict[str, Any]:
     """A plain dict (str, int, float, list, dict only) that round-trips to ``m``."""
     cost = _plain(m.cost)
+    if cost["anon_folio_ns"] is None:  # not separated (the presets): left out, so their files do not change
+        del cost["anon_folio_ns"]
     cost["sources"] = dict(m.cost.sources)
     return {
         "name": m.name,

@@ -77,6 +77,8 @@ class VmEvent(IntEnum):
     VMA_LOCK_ABORT = 32  # lock_vma_under_rcu found no usable VMA: the fault goes to mmap_lock
     VMA_LOCK_RETRY = 33  # handled under the VMA lock until VM_FAULT_RETRY: redone under mmap_lock
     VMA_LOCK_MISS = 34  # the VMA was detached after it was found (not produced: no concurrent unmap of it)
+    # issue 15: mm/vmstat.c "thp_split_pmd" (CONFIG_TRANSPARENT_HUGEPAGE, v4.5+): __split_huge_pmd_locked
+    THP_SPLIT_PMD = 35
 
     @property
     def vmstat_name(self) -> str:
@@ -96,6 +98,8 @@ PROC_VMSTAT = frozenset({
     # vmstat_text under CONFIG_PER_VMA_LOCK_STATS (52f238653e45 "mm: introduce per-VMA lock statistics", v6.4:
     # "vma_lock_success", "vma_lock_abort", "vma_lock_retry", "vma_lock_miss"; the patch text, store id 24274891212)
     VmEvent.VMA_LOCK_SUCCESS, VmEvent.VMA_LOCK_ABORT, VmEvent.VMA_LOCK_RETRY, VmEvent.VMA_LOCK_MISS,
+    # vmstat_text "thp_split_pmd" (count_vm_event(THP_SPLIT_PMD) in __split_huge_pmd_locked, v4.5+)
+    VmEvent.THP_SPLIT_PMD,
 })
 
 N_PERF = len(PerfEvent)

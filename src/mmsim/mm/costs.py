@@ -19,6 +19,14 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "__do_page_fault": (200, 200),
     # mm/memory.c do_anonymous_page minus alloc/clear/lock: mk_pte, set_pte_at, rmap, lru add. estimate
     "do_anonymous_page": (400, 400),
+    # mm/memory.c (v6.7) do_anonymous_page's read branch ("Use the zero-page for reads"), instructions
+    # counted from the code: the VM_SHARED and pte_alloc checks at entry (~15), pfn_pte(my_zero_pfn) +
+    # pte_mkspecial (~5), pte_offset_map_lock without the lock (pmd read, pte_offset_map: ~15),
+    # vmf_pte_changed (~5), check_stable_address_space and userfaultfd_missing (~6), the setpte tail:
+    # vmf_orig_pte_uffd_wp, set_pte_at, update_mmu_cache (a no-op on x86), pte_unmap_unlock's rcu part
+    # (~10), call/return (~20): ~80 at an IPC of ~1. No folio, rmap, memcg or LRU. estimate (plausible
+    # 50-150). Issue 15: the read fault was charged the write branch's 400.
+    "do_anonymous_page/zero": (80, 80),
     # mm/huge_memory.c __do_huge_pmd_anonymous_page under the PMD lock: mk_huge_pmd, set_pmd_at,
     # page_add_new_anon_rmap, pgtable deposit. estimate
     "__do_huge_pmd_anonymous_page": (300, 300),

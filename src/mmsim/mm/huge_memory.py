@@ -24,12 +24,13 @@ from mmsim.mm import lru_anon
 from mmsim.mm import memory as _mem  # circular: memory.handle_mm_fault calls in here
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
-from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
+from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, note_pte_node
 
 HPAGE_PMD_SIZE = 2 << 20
 HPAGE_PMD_ORDER = 9
 THP_FAULT_ALLOC = int(VmEvent.THP_FAULT_ALLOC)
 COW_FAULT = int(VmEvent.COW_FAULT)
+THP_SPLIT_PMD = int(VmEvent.THP_SPLIT_PMD)
 
 
 
@@ -91,8 +92,73 @@ def do_huge_pmd_anonymous_page(
     return True
 
 
+# --- issue 15: THP COW split (3917c80280c9) ---
+# (cycles, instructions) of __split_huge_pmd + __split_huge_pmd_locked for an anonymous THP (the v6.1-era
+# mm/huge_memory.c read, store id 21518380), counted from the code: mmu_notifier range start/end, pmd_lock
+# (charged apart), pmdp_invalidate (a local flush_pmd_tlb_range), pgtable_trans_huge_withdraw +
+# pmd_populate (~200 together); per sub-page mk_pte, maybe_mkwrite, pte_wrprotect, pte_mkold, the
+# soft-dirty/uffd tests, pte_offset_map, set_pte_at (~15 instructions) and atomic_inc(&page[i]._mapcount)
+# (a locked RMW on the sub-page's own struct page line, ~20 cycles uncontended): ~35 cycles x 512; then
+# the compound_mapcount / _nr_pages_mapped accounting and munlock_vma_page (~100). estimate (plausible
+# 10,000-40,000 cycles: the 512 struct page lines may miss). The head page's refcount (page_ref_add) and
+# the compound mapcount lines are charged apart, by the line model.
+SPLIT_HUGE_PMD = (18_200, 8_000)
+# __split_huge_zero_page_pmd: pmdp_huge_clear_flush, withdraw, 512 x pfn_pte(my_zero_pfn) + pte_mkspecial
+# + set_pte_at (~8 instructions, no atomic), pmd_populate. estimate (plausible 3,000-8,000)
+SPLIT_HUGE_ZERO_PMD = (4_500, 4_300)
+
+
+def subpage_key(huge: Any, i: int) -> tuple[str, Any, int]:
+    """The page key of sub-page ``i`` of the THP ``huge`` once its PMD was split into PTEs."""
+    return ("Hsub", huge, i)
+
+
+def __split_huge_pmd(task: Task, mm: MmStruct, slot: int, old: Any) -> Generator[Any, Any, None]:
+    """mm/huge_memory.c ``__split_huge_pmd`` (v5.8+; the v6.1-era code read) of a write-protected
+    anonymous huge PMD: under the PMD lock, withdraw the deposited PTE table and fill it with 512
+    write-protected PTEs to the THP's sub-pages (``old`` is the THP's key; ``None``: the huge zero
+    page, ``__split_huge_zero_page_pmd``: 512 zero-page PTEs). The THP stays one (large) folio, now
+    PTE-mapped: each later write to it is a 4 KiB COW fault (``do_wp_page``)."""
+    s = mm.system
+    c = s.counters
+    cpu = task.cpu
+    pt = mm.pgtables
+    lk = pt.pmd_lockptr(slot)
+    yield lk.acquire(task)
+    cyc, ins = SPLIT_HUGE_PMD if old is not None else SPLIT_HUGE_ZERO_PMD
+    d = c.busy(cpu, "__split_huge_pmd_locked", int(cyc / s.machine.freq_ghz), ins)
+    if old is not None:  # page_ref_add(page, HPAGE_PMD_NR - 1) and the compound_mapcount decrement
+        now = s.engine.now
+        d += c.busy(cpu, "page_ref_add", s.page_line(old).rmw(cpu, now))
+        d += c.busy(cpu, "page_remove_rmap", s.page_line((old, "compound_mapcount")).rmw(cpu, now))
+    yield d
+    pfn0 = slot << 9
+    pt.pmd[slot] = PMD_TABLE
+    pt.nr_pte_tables += 1  # the deposited table, now in use
+    pt.pte_bitmap(slot)[:] = True
+    node = pt.huge_node.pop(slot, s.machine.cpu_node(mm.home_cpu))
+    if old is None:
+        pt.zero_huge.discard(slot)
+        pt.zero_ptes.update(range(pfn0, pfn0 + 512))
+    else:
+        pt.wp_huge.discard(slot)
+        pt.shared.pop(slot, None)
+        pt.wp_ptes.update(range(pfn0, pfn0 + 512))
+        for i in range(512):
+            pt.shared[("P", pfn0 + i)] = subpage_key(old, i)
+    for i in range(512):
+        note_pte_node(pt, slot, i, node)
+    lk.release(task)
+    c.vm[cpu][THP_SPLIT_PMD] += 1
+
+
 def do_huge_pmd_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, Any, str]:
-    """mm/huge_memory.c ``do_huge_pmd_wp_page`` (v4.13): a write to a
+    """mm/huge_memory.c ``do_huge_pmd_wp_page``, by policy ``thp_cow``. ``split`` (3917c80280c9, v5.8;
+    the same in v6.18, whose ``wp_huge_pmd`` calls it for anonymous VMAs): the huge zero page always,
+    and a THP another mapping still shares (not ``PageAnonExclusive``, ``folio_ref_count`` > 1), go to
+    ``fallback``: :func:`__split_huge_pmd` and ``VM_FAULT_FALLBACK``, after which ``__handle_mm_fault``
+    handles the same fault at PTE level (``do_wp_page``: a 4 KiB copy); returns ``"thp-split"``. A THP
+    mapped once is reused. ``copy`` (v4.13), below: a
     write-protected huge PMD. The huge zero page is replaced by a new
     cleared page. A page inherited over fork and still mapped elsewhere
     (``page_trans_huge_mapcount() > 1``) is copied into a new huge page with
@@ -109,6 +175,17 @@ def do_huge_pmd_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Genera
     lk = pt.pmd_lockptr(slot)
     zero = slot in pt.zero_huge
     old = None if zero else (pt.shared.get(slot) or ("H", id(mm), slot))
+    if s.policy("thp_cow") == "split":
+        if old is not None:
+            yield lk.acquire(task)
+            if s.page_mapcount.get(old, 1) <= 1:  # folio_ref_count == 1: reuse
+                pt.wp_huge.discard(slot)
+                pt.shared.pop(slot, None)
+                lk.release(task)
+                return "thp-reuse"
+            lk.release(task)  # unlock_fallback
+        yield from __split_huge_pmd(task, mm, slot, old)
+        return "thp-split"
     if old is not None:
         yield lk.acquire(task)
         head, mapcount = s.page_line(old), s.page_line((old, "compound_mapcount"))

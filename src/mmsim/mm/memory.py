@@ -315,9 +315,28 @@ def clear_user_highpage(task: Task, s: Any, node: int, key: Hashable, delay: int
     return ns
 
 
+def anon_folio(task: Task, s: Any) -> int:
+    """The new 4 KiB anonymous folio's work that ``CostModel.anon_folio_ns`` measures (a write fault
+    minus a zero-page read fault, less the allocator fast path, the clear and the path difference:
+    memcg charge, struct page preparation, anon rmap, LRU add), charged as ``alloc_anon_folio``.
+    When mm/lru_anon.py models the memcg charge and the LRU add itself (``lru_anon.enable``), their
+    cycles (``CHARGE``, ``LRU_ADD_FN``) are taken out so that nothing is charged twice. 0 where the
+    field is ``None`` (the presets: their ``page_fault_ns`` includes it). Returns the ns charged."""
+    extra = s.machine.cost.anon_folio_ns
+    if extra is None:
+        return 0
+    if lru_anon.state(s) is not None:
+        extra -= (lru_anon.CHARGE[0] + lru_anon.LRU_ADD_FN[0]) / s.machine.freq_ghz
+    if extra <= 0:
+        return 0
+    ns: int = s.counters.busy(task.cpu, "alloc_anon_folio", int(extra))
+    return ns
+
+
 def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool = True) -> Generator[Any, Any, None]:
-    """mm/memory.c ``do_anonymous_page``: for a read, map the shared zero page
-    (``my_zero_pfn``); for a write, allocate, clear, map under the PTE lock.
+    """mm/memory.c ``do_anonymous_page`` (v6.7): for a read, map the shared zero page
+    (``my_zero_pfn``: the read branch's own, shorter path, "do_anonymous_page/zero"); for a write,
+    allocate, clear, the new folio's work (:func:`anon_folio`), map under the PTE lock.
     RSS uses the per-task cache (SPLIT_RSS_COUNTING), so no shared atomic.
     The PCP fast path and the clear touch no shared state, so they are one
     busy period (one event)."""
@@ -326,7 +345,7 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
     if not write:
         lk = mm.pgtables.pte_lockptr(slot)
         yield lk.acquire(task)
-        ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
+        ns, ins = path("do_anonymous_page/zero", s.machine.freq_ghz)
         yield s.counters.busy(task.cpu, "do_anonymous_page", ns, ins)
         mm.pgtables.pte_bitmap(slot)[(addr >> PAGE_SHIFT) & 511] = True
         mm.pgtables.zero_ptes.add(addr >> PAGE_SHIFT)
@@ -338,10 +357,10 @@ def do_anonymous_page(task: Task, mm: MmStruct, vma: Vma, addr: int, write: bool
     fast = pa.pcp_alloc_fast(task, home, owner=(mm, addr >> PMD_SHIFT))
     if fast is None:
         node = yield from pa.alloc_pages(task, home, 0, owner=(mm, addr >> PMD_SHIFT))
-        yield clear_user_highpage(task, s, node, key)
+        yield clear_user_highpage(task, s, node, key) + anon_folio(task, s)
     else:
         node, ns = fast
-        yield ns + clear_user_highpage(task, s, node, key, ns)
+        yield ns + clear_user_highpage(task, s, node, key, ns) + anon_folio(task, s)
     lk = mm.pgtables.pte_lockptr(slot)
     yield lk.acquire(task)
     ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
@@ -414,6 +433,8 @@ def __handle_mm_fault(
         if state == PMD_HUGE and write and (slot in pt.wp_huge or slot in pt.zero_huge):
             kind = yield from huge_memory.do_huge_pmd_wp_page(task, mm, vma, addr)
             state = pt.pmd.get(slot)
+            if kind == "thp-split":  # VM_FAULT_FALLBACK: the same fault goes on at PTE level (do_wp_page)
+                kind = "none"
         elif state is None and huge_memory.thp_applies(s, vma, addr):
             if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
                 yield anon_vma_prepare(task, s, vma)
@@ -459,7 +480,9 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     write-protected PTE shared after fork (or to the zero page): allocate a
     page, ``cow_user_page`` (copy; or clear for the zero page), then under
     the PTE lock map it and ``page_remove_rmap`` the old page (an atomic on
-    its ``_mapcount``, a line shared by every process mapping it)."""
+    its ``_mapcount``, a line shared by every process mapping it). A sub-page
+    of a split THP is never reused (v6.7 ``wp_can_reuse_anon_folio``: a large
+    folio's refcount is above 3) and is copied like any shared page."""
     s = mm.system
     cpu = task.cpu
     pt = mm.pgtables
@@ -468,17 +491,24 @@ def do_wp_page(task: Task, mm: MmStruct, vma: Vma, addr: int) -> Generator[Any, 
     node = yield from s.page_alloc.alloc_pages(task, home, 0)
     key = ("P", id(mm), pfn)
     if pfn in pt.zero_ptes:
-        yield clear_user_highpage(task, s, node, key)
+        yield clear_user_highpage(task, s, node, key) + anon_folio(task, s)
         old: Hashable = ZERO_PAGE
     else:
         old = pt.shared.get(("P", pfn)) or ("P", id(mm), pfn)
-        yield copy_pages(task, s, node, key, old, 1, _range(0, 1), "copy_page")
+        yield copy_pages(task, s, node, key, old, 1, _range(0, 1), "copy_page") + anon_folio(task, s)
     lk = pt.pte_lockptr(addr >> PMD_SHIFT)
     yield lk.acquire(task)
     ns, ins = path("do_anonymous_page", s.machine.freq_ghz)
     yield s.counters.busy(cpu, "wp_page_copy", ns, ins)
     if old is not ZERO_PAGE:
-        yield s.counters.busy(cpu, "page_remove_rmap", s.page_line(old).rmw(cpu, s.engine.now))
+        now = s.engine.now
+        d = s.page_line(old).rmw(cpu, now)
+        if isinstance(old, tuple) and old[0] == "Hsub":
+            # a sub-page of a PTE-mapped THP (huge_memory.__split_huge_pmd, v5.8+): v6.7's
+            # __folio_remove_rmap also drops the folio's _nr_pages_mapped, and folio_put its refcount
+            # (the head's line): lines every process sharing the THP writes
+            d += s.page_line((old[1], "_nr_pages_mapped")).rmw(cpu, now) + s.page_line(old[1]).rmw(cpu, now)
+        yield s.counters.busy(cpu, "page_remove_rmap", d)
     pt.zero_ptes.discard(pfn)
     pt.wp_ptes.discard(pfn)
     pt.shared.pop(("P", pfn), None)

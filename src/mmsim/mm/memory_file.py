@@ -104,7 +104,9 @@ def do_cow_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) -> 
     src_node = yield from shmem_fault(task, inode, idx)
     key = ("P", id(mm), pfn)
     del src_node
-    yield memory.copy_pages(task, s, node, key, inode.key(idx), 1, memory._range(0, 1), "copy_page")
+    # the new anonymous folio's own work as in do_anonymous_page (issue 15: memory.anon_folio)
+    yield memory.copy_pages(task, s, node, key, inode.key(idx), 1, memory._range(0, 1), "copy_page") \
+        + memory.anon_folio(task, s)
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=key)
     yield from folio_unlock(task, inode, idx)
     yield folio_ref(task, inode, idx, "folio_put")

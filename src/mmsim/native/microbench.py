@@ -52,6 +52,21 @@ def fault_4k_ns(nbytes: int = 64 << 20) -> float:
     return best(once, FAULT_REPEATS)
 
 
+def fault_4k_read_ns(nbytes: int = 64 << 20) -> float:
+    """Mean time of one 4 KiB anonymous read fault (do_anonymous_page's read branch: the shared zero
+    page mapped, no allocation, no clear, no folio): one byte loaded per page of an untouched mapping."""
+
+    def once() -> float:
+        m = tasks.map_anon(nbytes, "never")
+        t0 = time.thread_time_ns()
+        tasks.read_pages(m)
+        dt = time.thread_time_ns() - t0
+        m.close()
+        return dt / (nbytes // tasks.PAGE)
+
+    return best(once, FAULT_REPEATS)
+
+
 def fault_thp_ns(nbytes: int = 64 << 20) -> float | None:
     """Mean time of one 2 MiB THP fault (do_huge_pmd_anonymous_page: mostly clear_huge_page).
 

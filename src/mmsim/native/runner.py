@@ -156,6 +156,8 @@ def run_native(spec: NativeSpec, log: Callable[[str], None] = _stderr) -> dict[s
     d: dict[str, Any] = res.to_dict()
     notes = [f"recovered: {line}" for line in recovered] + _notes(thp, host, spec.warm, pages > 0)
     d.update(warm=spec.warm, rusage=out["rusage"], host=host, notes=notes)
+    if out.get("warm_seconds"):
+        d["warm_seconds"] = out["warm_seconds"]  # CPU seconds of each warm-up pass (worker.warm)
     return d
 
 

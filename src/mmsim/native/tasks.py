@@ -63,6 +63,14 @@ def touch_pages(m: mmap.mmap, stride: int = PAGE) -> None:
     del b
 
 
+def read_pages(m: mmap.mmap, stride: int = PAGE) -> int:
+    """One byte loaded per ``stride`` bytes (a read fault per untouched page); returns their maximum."""
+    b = np.frombuffer(m, dtype=np.uint8)
+    v = int(b[::stride].max())
+    del b
+    return v
+
+
 def close(m: mmap.mmap, *views: Any) -> None:
     """munmap; numpy views must be dropped first or mmap refuses (exported buffer)."""
     del views

@@ -314,6 +314,8 @@ def _cost_table(m: Machine) -> Table:
         "line_hit_remote_ns", "core_clear_gbs", "ctx_switch_ns", "wakeup_ns", "page_fault_ns",
     ):
         t.rows.append([name, fmt_num(getattr(c, name)), c.sources.get(name, "")])
+    if c.anon_folio_ns is not None:  # issue 15: measured by mmsim calibrate only
+        t.rows.append(["anon_folio_ns", fmt_num(c.anon_folio_ns), c.sources.get("anon_folio_ns", "")])
     return t
 
 
