@@ -181,3 +181,19 @@ def test_wall_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch, capsys
     capsys.readouterr()
     monkeypatch.setenv(guard.ENV_WALL, "0.5")
     assert "$MMSIM_MAX_WALL" in _refused(big, capsys)
+
+
+def test_cow_of_a_shared_thp_splits_from_v5_8() -> None:
+    """3917c80280c9 (v5.8, policy thp_cow=split): each child's write to the parent's THP splits it and COWs
+    512 pages of 4 KiB, so the estimate counts 512 small faults per child per 2 MiB, and the parent's THPs once
+    (measured on tiny, nr_task=3, 24m, v6.7: 51,662 events estimated, 59,063 run)."""
+    w = get_workload("vm-scalability/anon-cow-seq")
+    m = machines.get_machine("tiny")
+    params = resolve_params(w, {"nr_task": "3", "size": "24m"})
+    copy = guard.estimate(w.name, params, m, resolve("v5.7", [], {}).policies)
+    split = guard.estimate(w.name, params, m, resolve("v6.7", [], {}).policies)
+    per = (24 << 20) // 3
+    s, h = guard._faults(per, True, start=guard._first_mmap_start(per))  # placed 4 KiB off a boundary: 512, 3
+    assert (s, h) == (512, 3)
+    assert copy.basis.startswith(f"{4 * s:,} page faults x 7.7 events + {4 * h:,} 2 MiB faults")
+    assert split.basis.startswith(f"{4 * s + 3 * h * 512:,} page faults x 7.7 events + {h:,} 2 MiB faults")

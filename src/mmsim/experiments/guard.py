@@ -353,6 +353,9 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         else:
             s, h = _faults(per, thp, hugetlb, start=_first_mmap_start(per))  # each child's (or the parent's) mm
         out.small, out.huge = copies * s, copies * h
+        if cow and h and not hugetlb and policies.get("thp_cow") == "split":
+            # 3917c80280c9 (v5.8): a child's write to the shared THP splits the PMD and COWs 4 KiB pages
+            out.small, out.huge = copies * s + nr * h * (HPAGE // PAGE), h
         tables = copies * _slots(per) if s else 0
         out.threads = nr
         if "-r-" in w:  # zero-page read faults (huge zero page: two per 2 MiB), then the tasks
