@@ -49,7 +49,9 @@ class Series:
 
     def spec(self, i: int) -> str:
         """The kernel after ``i`` patches as ``BASE+PATCH+...`` to resolve (patch files by their path)."""
-        return "+".join((self.base,) + tuple(p if p.endswith((".yaml", ".yml")) or Path(p).is_file() else p[:12]
+        from mmsim.kernels.catalog import is_file
+
+        return "+".join((self.base,) + tuple(p if p.endswith((".yaml", ".yml")) or is_file(p) else p[:12]
                                              for p in self.base_patches + self.patches[:i]))
 
     def label(self, i: int) -> str:
@@ -77,9 +79,9 @@ def load_series(path: str | Path) -> Series:
 
 def _full_id(pid: str, where: str) -> str:
     """A catalogued patch's full commit id; a patch YAML file stays as given (it is read when resolved)."""
-    from mmsim.kernels.catalog import PATCHES, lookup_patch
+    from mmsim.kernels.catalog import PATCHES, is_file, lookup_patch
 
-    if pid.endswith((".yaml", ".yml")) or Path(pid).is_file():
+    if pid.endswith((".yaml", ".yml")) or is_file(pid):
         lookup_patch(pid)  # bad files fail here, before anything runs
         return pid
 
@@ -91,7 +93,7 @@ def _full_id(pid: str, where: str) -> str:
 
 def series_from_kernels(good: str, bad: str) -> Series:
     """The patches ``bad`` has and ``good`` lacks, in ``bad``'s order; ``good`` must be contained in ``bad``."""
-    from mmsim.kernels.catalog import lookup_patch, resolve
+    from mmsim.kernels.catalog import is_file, lookup_patch, resolve
 
     gb, gp = parse_kernel(good)
     bb, bp = parse_kernel(bad)
@@ -101,7 +103,7 @@ def series_from_kernels(good: str, bad: str) -> Series:
     if missing:
         raise UserError("--bad", bad, f"a kernel containing every patch of --good {good} (lacks {missing[0][:12]})")
     # user patches by the file they came from, so that every step can resolve them again
-    files = {lookup_patch(x).commit: x for x in (*gp, *bp) if x.endswith((".yaml", ".yml")) or Path(x).is_file()}
+    files = {lookup_patch(x).commit: x for x in (*gp, *bp) if x.endswith((".yaml", ".yml")) or is_file(x)}
     series = tuple(files.get(c, c) for c in b.patches if c not in g.patches)
     if not series:
         raise UserError("--bad", bad, f"a kernel with patches that --good {good} lacks")

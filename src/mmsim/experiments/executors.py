@@ -135,7 +135,9 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     }
     if spec.exact:  # event by event: a different result from the default fast-forward (metrics/sampling.py)
         out["exact"] = True
-    if Path(spec.kernel).is_file():
+    from mmsim.kernels.catalog import is_file
+
+    if is_file(spec.kernel):
         out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
     return out
 

@@ -280,6 +280,28 @@ def _faults(nbytes: int, huge: bool, hugetlb: bool = False, start: int | None = 
     return -(-nbytes // PAGE), 0
 
 
+def _side_by_side(nbytes: int, huge: bool, n: int) -> tuple[int, int]:
+    """Mean (4 KiB, 2 MiB) faults per mapping of ``n`` mappings of ``nbytes`` placed one below the other from
+    ``MMAP_BASE`` (threads of one mm, no THP alignment). Their offsets from a 2 MiB boundary repeat with period
+    HPAGE / gcd(size mod HPAGE, HPAGE) <= 512 mappings, so one period is counted, not ``n`` mappings (``n`` is
+    whatever the user typed: the guard refuses a huge one only after this estimate)."""
+    import math
+
+    size = -(-nbytes // PAGE) * PAGE
+    period = HPAGE // math.gcd(size % HPAGE, HPAGE)
+    top = _first_mmap_start(nbytes)
+
+    def total(k: int) -> tuple[int, int]:
+        got = [_faults(nbytes, huge, start=top - i * size) for i in range(k)]
+        return sum(g[0] for g in got), sum(g[1] for g in got)
+
+    full, rest = divmod(n, period)
+    ps, ph = total(min(period, n))
+    rs, rh = total(rest) if full else (0, 0)
+    small, hug = (full * ps + rs, full * ph + rh) if full else (ps, ph)
+    return -(-small // n), -(-hug // n)
+
+
 def _first_mmap_start(nbytes: int) -> int:
     """Where a fresh mm's first ``MmStruct.do_mmap`` of ``nbytes`` lands: top-down from ``MMAP_BASE``, page-aligned
     (``arch_get_unmapped_area_topdown`` with no THP alignment: mm/mmap.py). ``MMAP_BASE`` is 4 KiB below a 2 MiB
@@ -346,10 +368,7 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         if w.endswith("-mt"):  # one mm: the threads' /dev/zero mappings side by side below MMAP_BASE, or
             # THP-aligned each (policy dev_zero_align, 849d5cff4d48)
             aligned = policies.get("dev_zero_align", "off") == "thp"
-            size = -(-per // PAGE) * PAGE
-            each = [_faults(per, thp, start=None if aligned else _first_mmap_start(per) - i * size)
-                    for i in range(copies)]
-            s, h = -(-sum(e[0] for e in each) // copies), -(-sum(e[1] for e in each) // copies)
+            s, h = _faults(per, thp) if aligned else _side_by_side(per, thp, copies)
         else:
             s, h = _faults(per, thp, hugetlb, start=_first_mmap_start(per))  # each child's (or the parent's) mm
         out.small, out.huge = copies * s, copies * h

@@ -21,6 +21,15 @@ UINT_MAX = 2**32 - 1  # u32: the debugfs numa_balancing knobs (debugfs_create_u3
 PAGE_SIZE = 4096
 
 
+def is_file(text: str) -> bool:
+    """``Path(text).is_file()`` for a name the user typed: False, not OSError, for a name the file system
+    cannot hold (ENAMETOOLONG: a bisect series' kernel string of 40 patches is > 255 bytes; or a NUL byte)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def size_bytes(value: str) -> int:
     """A policy size (``512k``, ``1m``, ``2m``, ``4096``): the kernel's ``memparse`` (powers of 1024)."""
     from mmsim.workloads.vm_scalability import memparse
@@ -650,7 +659,7 @@ def resolve(
     """Kernel name or YAML path + patches + ``--set`` overrides → policies."""
     if kernel in KERNELS:
         k = KERNELS[kernel]
-    elif kernel.endswith((".yaml", ".yml")) or Path(kernel).is_file():
+    elif kernel.endswith((".yaml", ".yml")) or is_file(kernel):
         k = load_kernel_yaml(kernel)
     else:
         raise UserError("kernel", kernel, sorted(KERNELS) + ["or a kernel YAML file"])
@@ -671,7 +680,7 @@ def resolve(
 
 def lookup_patch(pid: str) -> Patch:
     """A catalogued patch by its commit id (at least 7 characters), or a patch YAML file."""
-    if pid.endswith((".yaml", ".yml")) or Path(pid).is_file():
+    if pid.endswith((".yaml", ".yml")) or is_file(pid):
         return load_patch_yaml(pid)
     match = [c for c in PATCHES if c.startswith(pid) and len(pid) >= 7]
     if len(match) != 1:
@@ -714,7 +723,7 @@ def load_patch_yaml(path: str | Path) -> Patch:
 def split_kernel(text: str) -> tuple[str, tuple[str, ...]]:
     """``v3.12+e009bb30c8df+e1f56c89b040`` → (``v3.12``, patches); a catalogued kernel name or a YAML
     file is taken whole. A patch may be a patch YAML file: ``v6.6+my.yaml``."""
-    if text in KERNELS or "+" not in text or Path(text).is_file():
+    if text in KERNELS or "+" not in text or is_file(text):
         return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
     base, *patches = text.split("+")
     return base, tuple(p for p in patches if p)
