@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,33 +39,29 @@ def best(f: Callable[[], float], repeats: int = REPEATS) -> float:
 # -- page faults -------------------------------------------------------------------------
 
 
-def fault_4k_ns(nbytes: int = 64 << 20) -> float:
-    """Mean time of one 4 KiB anonymous write fault (do_anonymous_page: alloc + clear + set_pte)."""
+def _fault_4k(nbytes: int, touch: Callable[[Any], Any]) -> float:
+    """Best mean time per 4 KiB page of ``touch`` over a fresh THP-off anonymous mapping of ``nbytes``."""
 
     def once() -> float:
         m = tasks.map_anon(nbytes, "never")
         t0 = time.thread_time_ns()
-        tasks.touch_pages(m)
+        touch(m)
         dt = time.thread_time_ns() - t0
         m.close()
         return dt / (nbytes // tasks.PAGE)
 
     return best(once, FAULT_REPEATS)
+
+
+def fault_4k_ns(nbytes: int = 64 << 20) -> float:
+    """Mean time of one 4 KiB anonymous write fault (do_anonymous_page: alloc + clear + set_pte)."""
+    return _fault_4k(nbytes, tasks.touch_pages)
 
 
 def fault_4k_read_ns(nbytes: int = 64 << 20) -> float:
     """Mean time of one 4 KiB anonymous read fault (do_anonymous_page's read branch: the shared zero
     page mapped, no allocation, no clear, no folio): one byte loaded per page of an untouched mapping."""
-
-    def once() -> float:
-        m = tasks.map_anon(nbytes, "never")
-        t0 = time.thread_time_ns()
-        tasks.read_pages(m)
-        dt = time.thread_time_ns() - t0
-        m.close()
-        return dt / (nbytes // tasks.PAGE)
-
-    return best(once, FAULT_REPEATS)
+    return _fault_4k(nbytes, tasks.read_pages)
 
 
 def fault_thp_ns(nbytes: int = 64 << 20) -> float | None:
