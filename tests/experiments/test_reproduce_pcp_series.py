@@ -8,9 +8,9 @@ from mmsim.experiments.reproduce import reproduce
 
 # The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of base and p1
 # is 20 points under the published one, as in pcp-free-high (p3's came into its +-10 points with the zone
-# lines by layout, session 7); and since the cache hierarchy of issue 17 the p5 -> p7 miss-rate rise is not
-# there (-0.08 points; it was +0.03, at the wrong patch, with the old LLC model).
-KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "cache_miss_rise.p5_to_p7"}
+# lines by layout, session 7). The p5 -> p7 miss-rate rise is a direction band: +0.11 points since session
+# 8's lock changes (published +2.6; it was -0.08 in session 7), so it passes.
+KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1"}
 
 
 @pytest.mark.slow
