@@ -28,3 +28,37 @@ def test_a_cached_page_costs_the_loop_only() -> None:
     ns = memory.user_access(t, s, 0, key, 1, 0, 1, True, USEMEM_LOOP, "usemem [user]")
     assert ns == 3329
     assert s.counters.profile_total()["usemem [user]"].insns == 512 * 29
+
+
+def test_fault_user_share_is_335_cycles_per_fault() -> None:
+    from mmsim.mm.user_loops import FAULT_USER_CYCLES, fault_user_ns
+
+    assert FAULT_USER_CYCLES == 335.0  # native measurement, see mm/user_loops.py
+    assert fault_user_ns(get_machine("tiny"), 1000) == 335_000.0  # 1.0 GHz
+    assert fault_user_ns(get_machine("xeon-e5-2699v3-2s"), 23) == 23 * 335.0 / 2.3
+
+
+def _usemem_run(case: str) -> tuple[dict[str, float], int, int]:
+    """``case`` on tiny (1.0 GHz: profile cycles = ns), 8 MiB in 4 KiB pages, v6.7: (metrics, the loop's
+    ns, page faults)."""
+    from mmsim.experiments.run import RunSpec, run
+
+    r = run(RunSpec(f"vm-scalability/{case}", "tiny", "v6.7", policies={"thp": "never"},
+                    params={"nr_task": "1", "size": "8m"}))
+    loop = next(int(p["cycles"]) for p in r.profile if p["symbol"] == "usemem [user]")
+    return r.metrics, loop, int(r.vmstat["pgfault"])
+
+
+def test_user_time_is_the_loop_plus_each_user_faults_tick_share() -> None:
+    m, loop, faults = _usemem_run("anon-r-seq")
+    assert faults == 2048  # 8 MiB of zero-page read faults
+    assert round(m["vm-scalability.time.user_time"] * 1e9) == loop + faults * 335
+
+
+def test_populate_faults_are_not_user_mode_faults() -> None:
+    # anon-cow-seq: the parent's MAP_POPULATE faults (GUP, no exception) count no user share; the
+    # child's COW write faults do
+    m, loop, faults = _usemem_run("anon-cow-seq")
+    populate = 2048
+    assert faults == 2 * populate
+    assert round(m["vm-scalability.time.user_time"] * 1e9) == loop + (faults - populate) * 335

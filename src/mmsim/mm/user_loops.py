@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 
 class UserLoop(NamedTuple):
     """A front-end-bound loop: ``uops`` fused uops and ``instructions`` per 8-byte word."""
@@ -57,3 +59,25 @@ def loop_cost(machine: Any, loop: tuple[float, float]) -> tuple[float, float]:
     if isinstance(loop, UserLoop):
         return loop.uops / float(machine.cost.issue_width), loop.instructions
     return float(loop[0]), float(loop[1])
+
+
+# -- getrusage's split of a fault taken from user mode (tick-based cputime accounting) -------------------------
+# Kernel time of each page fault that getrusage reports as user time: with CONFIG_TICK_CPU_ACCOUNTING (the
+# default without nohz_full; kernel/sched/cputime.c account_process_tick) a tick is charged to user or system by
+# the mode it interrupts, and cputime_adjust() only scales the two to the precise total. A tick that falls in
+# the exception's return path runs with interrupts disabled (irqentry_exit_to_user_mode) and is taken at the
+# first user instruction after IRET, so it counts as user; so does the retried access (its TLB refill).
+# Native measurement on the calibration host (AMD EPYC KVM guest, kernel 6.18, HZ=250, 2026-12-02, quiet host,
+# ``python -m mmsim.native.userloop``: usemem's loop with step 4096, one word per page, i.e. the faults alone;
+# thread CPU time and getrusage(RUSAGE_THREAD) over 4 passes, twice): zero-page read faults, 879-884 ns each,
+# 13.9-15.8% reported as user (122-140 ns; 128 and 147 ticks); 4 KiB write faults, 1,780-1,912 ns each,
+# 5.5-7.4% (106-132 ns; 28 and 35 ticks): a share per fault that does not grow with the fault's length. Pooled
+# over the 10.5 Mi faults: 129 ns = 335 cycles at 2.596 GHz. Other machines: the same cycles, estimate,
+# plausible 100-400 cycles (the return path with interrupts off, longer with entry mitigations). It moves time
+# from system to user in the report only: the time itself is charged where it is spent (page_fault_ns).
+FAULT_USER_CYCLES = 335.0
+
+
+def fault_user_ns(machine: Any, faults: int | float | np.integer[Any]) -> float:
+    """ns of ``faults`` user-mode page faults that getrusage reports as user time (:data:`FAULT_USER_CYCLES`)."""
+    return float(faults) * FAULT_USER_CYCLES / float(machine.freq_ghz)

@@ -104,3 +104,78 @@ EXPORT double usemem_cached_ns_per_word(unsigned long *p, unsigned long bytes, i
     deadline_monotonic = saved;
     return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / ((double)reps * (bytes / sizeof(*p)));
 }
+
+/* ---- Session 9: what the loop costs per word and per 4 KiB page on memory that is not in L1d ------------------
+ * (native/userloop.py drives these; docs/validation.md "Level 0/3: usemem's user loop on uncached memory").
+ * The loop is the same do_rw_once as above; only the calls around it differ. Cycles are TSC ticks (constant_tsc):
+ * wall time, so an interrupt or a preemption inside a page inflates that page only; callers take medians. */
+#include <stdint.h>
+
+static inline uint64_t tsc_fenced(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* TSC ticks per ns, against CLOCK_MONOTONIC over ~20 ms of spinning. */
+EXPORT double usemem_tsc_per_ns(void) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t t0 = tsc_fenced();
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec) < 2e7);
+    uint64_t t1 = tsc_fenced();
+    return (double)(t1 - t0) / ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec));
+}
+
+/* This thread's CPU time (ns) of one do_rw_once pass over [p, p + bytes): the whole cost, faults included. */
+EXPORT double usemem_pass_cpu_ns(unsigned long *p, unsigned long bytes, int read) {
+    struct timespec a, b;
+    double saved = deadline_monotonic;
+    deadline_monotonic = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    usemem_rw_once(p, bytes, read);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    deadline_monotonic = saved;
+    return (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+}
+
+/* Write every line of [p, p + bytes) back and out of the caches (clflushopt would do; clflush is everywhere). */
+EXPORT void usemem_flush(unsigned char *p, unsigned long bytes) {
+    for (unsigned long o = 0; o < bytes; o += 64) __asm__ volatile("clflush (%0)" ::"r"(p + o) : "memory");
+    __asm__ volatile("mfence" ::: "memory");
+}
+
+#include <unistd.h>
+#include <sys/syscall.h>
+
+/* What the loop costs after a kernel entry, page by page: for page i, ticks of [0] the entry (mode 0: the first
+ * word of page i of p, which faults if unmapped; mode 1: a getppid() system call, then the first word; mode 2:
+ * the first word of p's page i, then the loop runs over page i of q instead), [1] the loop over words 1..63 of
+ * the target page, [2] over words 64..511. The target is p's page i (modes 0, 1) or q's (mode 2, q mapped).
+ * Mode 1 enters the kernel only on pages i with i % every == 0 (the others: the first word alone). */
+EXPORT void usemem_page_probe(unsigned long *p, unsigned long *q, unsigned long bytes, int read, int mode,
+                              unsigned long every, uint64_t *out) {
+    unsigned long pages = bytes >> 12;
+    int rep = 0;
+    double saved = deadline_monotonic;
+    deadline_monotonic = 0;
+    for (unsigned long i = 0; i < pages; i++) {
+        unsigned long *a = p + (i << 9), *t = mode == 2 ? q + (i << 9) : a;
+        uint64_t t0 = tsc_fenced();
+        if (mode == 1 && i % every == 0) syscall(SYS_getppid);
+        do_rw_once(a, sizeof(*a), read, &rep);
+        uint64_t t1 = tsc_fenced();
+        do_rw_once(t + 1, 63 * sizeof(*t), read, &rep);
+        uint64_t t2 = tsc_fenced();
+        do_rw_once(t + 64, 448 * sizeof(*t), read, &rep);
+        uint64_t t3 = tsc_fenced();
+        out[3 * i] = t1 - t0;
+        out[3 * i + 1] = t2 - t1;
+        out[3 * i + 2] = t3 - t2;
+    }
+    deadline_monotonic = saved;
+}
+
+/* usemem -j: the loop's stride in bytes (step = 4096 touches one word per 4 KiB page: the faults alone). */
+EXPORT void usemem_set_step(unsigned long bytes) { step = bytes; }

@@ -55,17 +55,22 @@ import numpy as np
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.metrics.events import VmEvent
 from mmsim.metrics.sampling import sim_now
 from mmsim.mm import hugetlb, memory
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
 from mmsim.mm.user_loops import USEMEM_LOOP as USEMEM_LOOP  # re-exported: vm_scalability_shm uses it
-from mmsim.mm.user_loops import USEMEM_RANDOM_LOOP  # per-word costs, sourced in mm/user_loops.py
+from mmsim.mm.user_loops import (
+    USEMEM_RANDOM_LOOP,  # per-word costs, sourced in mm/user_loops.py
+    fault_user_ns,
+)
 from mmsim.workloads.base import ParamInfo, parse_int, register
 
 # usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
 RUNTIME_CHECK_WORDS = 0x10000
+PGFAULT = int(VmEvent.PGFAULT)
 # estimate: L1D fill buffers (Optimization Reference Manual: 10 on Nehalem..Haswell) bound the
 # random-access misses one core keeps in flight
 RANDOM_MLP = 10
@@ -273,9 +278,11 @@ class UsememCase:
         for a private writable mapping) in the parent."""
         pt = t.mm.pgtables
         addr = vma.start
+        f0 = _faults(system)
         while addr < vma.end:
             yield from memory.handle_mm_fault(t, t.mm, vma, addr, write=True)
             addr = ((addr >> PMD_SHIFT) + 1) << PMD_SHIFT if pt.pmd.get(addr >> PMD_SHIFT) == PMD_HUGE else addr + PAGE
+        system.workload_state["populate_faults"] = _faults(system) - f0  # GUP faults: no exception, no user tick
 
     def _child(
         self, system: Any, t: Task, p: dict[str, Any], pre_vma: Vma | None, done_bytes: int
@@ -432,8 +439,11 @@ class UsememCase:
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         st = system.workload_state
         c = system.counters
-        user = sum(d.get("usemem [user]", 0) for d in c.prof_ns)
         total = sum(sum(d.values()) for d in c.prof_ns)
+        # getrusage's user time: the loop, plus the share of each user-mode fault that tick accounting reports
+        # as user (mm/user_loops.py FAULT_USER_CYCLES); MAP_POPULATE's faults are not taken from user mode
+        user_faults = _faults(system) - st.get("populate_faults", 0)
+        user = sum(d.get("usemem [user]", 0) for d in c.prof_ns) + fault_user_ns(system.machine, user_faults)
         tput = st["tput"]
         return {
             "vm-scalability.throughput": float(sum(tput)),
@@ -550,6 +560,11 @@ class UsememThreadsCase(UsememCase):
         out["vm-scalability.time.minor_page_faults"] = float(sum(v[int(VmEvent.PGFAULT)] for v in vm))
         out["proc-vmstat.thp_fault_alloc"] = float(sum(v[int(VmEvent.THP_FAULT_ALLOC)] for v in vm))
         return out
+
+
+def _faults(system: Any) -> int:
+    """Page faults so far (``PGFAULT`` summed over CPUs; fast-forwarded faults included)."""
+    return int(sum(int(v[PGFAULT]) for v in system.counters.vm))
 
 
 def skip_anon_writes(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -> None:
