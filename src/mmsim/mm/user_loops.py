@@ -27,6 +27,13 @@ dispatches 8 macro-ops per cycle) that is 1.255 ns per word for stores and 1.266
 word) measured 4.24 ns, i.e. 11.0 cycles. It is bound by latency more than by width, so it is kept
 as measured cycles (plausible 11-25 on the presets).
 
+Measured on memory that is not in L1d (session 9, :mod:`mmsim.native.userloop`: the same pass on fresh
+memory with every word and with one word per 4 KiB page, thread CPU time, min of 5): per word 1.43 ns after a
+4 KiB write fault, 1.32 after a zero-page read fault, 1.37 in a THP whose clear ended up to 2 MiB of stores
+earlier, 1.41 on populated memory from DRAM (a TLB miss and a new page for the streamer every 512 words),
+against 1.34-1.43 in L1d. At this loop's pace (64 bytes per 8 words, ~5 GB/s) the misses overlap with it, as
+:func:`mmsim.mm.memory.user_access` charges them (max of the loop and the bandwidth share).
+
 Until session 7 the figure was an estimate of 7 cycles and 25 instructions for every machine, and
 the native side stored with numpy (about 0.2 ns per word), so neither side was usemem.
 """

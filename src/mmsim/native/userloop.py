@@ -127,6 +127,40 @@ def fault_user_share(kind: str, nbytes: int, reps: int = 4, hz: int = 250) -> Fa
     return FaultShare(cpu * 1e9 / (reps * nbytes // PAGE), user / max(user + sys_, 1e-12), user * hz)
 
 
+def corun_slowdown(reps: int = 7) -> tuple[float, float]:
+    """ns per word of the loop over 16 KiB in L1d (:func:`mmsim.native.usemem.cached_ns_per_word`) on CPU 0,
+    alone and while a forked process runs the same loop on CPU 1: minima of ``reps`` samples each,
+    alternated. Two vCPUs that share a physical core (or its power budget) slow each other."""
+    import os
+    import signal
+    import time
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise RuntimeError("needs two CPUs")
+    alone: list[float] = []
+    corun: list[float] = []
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpus[0]})
+    try:
+        for _ in range(reps):
+            alone.append(usemem.cached_ns_per_word(reps=5000))
+            pid = os.fork()
+            if pid == 0:  # the co-runner: the same loop on the other CPU until killed
+                os.sched_setaffinity(0, {cpus[1]})
+                while True:
+                    usemem.cached_ns_per_word(reps=5000)
+            try:
+                time.sleep(0.05)
+                corun.append(usemem.cached_ns_per_word(reps=5000))
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    finally:
+        os.sched_setaffinity(0, old)
+    return min(alone), min(corun)
+
+
 def main(argv: list[str]) -> int:
     mib = int(argv[0]) if argv else 256
     reps = int(argv[1]) if len(argv) > 1 else 5
@@ -141,6 +175,8 @@ def main(argv: list[str]) -> int:
         f = fault_user_share(kind, size)
         print(f"{kind:22s} {f.ns_per_fault:7.0f} ns per fault, {100 * f.user_share:5.1f}% reported as user "
               f"({f.ns_per_fault * f.user_share:.0f} ns; {f.user_ticks:.0f} ticks)")
+    a, c = corun_slowdown()
+    print(f"loop in L1d on one CPU: {a:.3f} ns/word alone, {c:.3f} while the other CPU runs it ({a / c:.2f}x speed)")
     return 0
 
 

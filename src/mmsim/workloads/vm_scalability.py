@@ -42,7 +42,9 @@ least loaded socket first, idle cores before SMT siblings.
 The user loop cost per word (``USEMEM_LOOP``, ``USEMEM_RANDOM_LOOP``) is
 ``do_rw_once``'s body compiled with ``-O``, its cycles measured natively
 with the line cached (mm/user_loops.py has the figures and sources). Misses cost what the memory model
-says (machine/bandwidth.py, machine/llc.py).
+says (machine/bandwidth.py, machine/llc.py). ``vm-scalability.time.user_time`` is what getrusage reports:
+the loop, plus each user-mode fault's share that tick-based accounting counts as user
+(mm/user_loops.py ``FAULT_USER_CYCLES``); system time is the rest.
 """
 
 from __future__ import annotations
