@@ -244,3 +244,24 @@ def test_lock_suite_progress_events(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [(e.phase, e.done, e.arm) for e in seen] == [
         ("start", 0, "ticket curve on westmere-ex-4s"), ("end", 1, "ticket curve on westmere-ex-4s"),
         ("start", 1, "queued curve on westmere-ex-4s"), ("end", 2, "queued curve on westmere-ex-4s")]
+
+
+@pytest.mark.parametrize(("metric", "values", "best"), [
+    ("vm-scalability.throughput", [3.0, 1.0, 5.0, 2.0, 4.0], 5.0),  # a rate: the highest
+    ("thp_memscale.elapsed_seconds", [3.0, 1.0, 5.0, 2.0, 4.0], 1.0),  # a time: the lowest
+])
+def test_native_reference_is_the_fastest_run_with_the_median_beside_it(
+        monkeypatch: pytest.MonkeyPatch, metric: str, values: list[float], best: float) -> None:
+    """Noise on the shared VM only adds time (native/validate.py), so the fastest run is the reference."""
+    runs = iter(values)
+
+    def fake_run(spec: Any) -> dict[str, Any]:
+        v = next(runs)
+        return {"metrics": {metric: v}, "vmstat": {"thp_fault_alloc": 1},
+                "rusage": {"user_seconds": v, "system_seconds": 0.0}, "sim": {"wall_seconds": 2 * v}}
+
+    monkeypatch.setattr(val, "run_native", fake_run)
+    c = val.Case("x", "vm-scalability/anon-w-seq", {"nr_task": "1"}, "never", metric)
+    side = val._native(c, len(values))
+    assert (side.value, side.median, side.runs) == (best, 3.0, values)
+    assert side.cpu_share == pytest.approx(0.5)  # the fastest run's own share
