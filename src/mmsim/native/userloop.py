@@ -27,10 +27,12 @@ import numpy as np
 from mmsim.native import usemem
 
 HPAGE = 2 << 20
+MAP_HUGETLB = 0x40000  # include/uapi/asm-generic/mman-common.h
 PAGE = 4096
 WORD = 8
 STATES = ("4k-write-fault", "zero-read-fault", "thp-write-fault", "populated-uncached", "populated-clflushed",
           "populated-cached")
+HUGETLB = "hugetlb-write-fault"  # MAP_HUGETLB: needs free or surplus 2 MiB pages (vm.nr_overcommit_hugepages)
 
 
 def _lib() -> ctypes.CDLL:
@@ -46,9 +48,16 @@ def _lib() -> ctypes.CDLL:
 class Region:
     """An anonymous private mapping of ``nbytes`` starting on a 2 MiB boundary (THP-eligible when ``huge``)."""
 
-    def __init__(self, nbytes: int, huge: bool = False, read_only: bool = False, populate: bool = False) -> None:
+    def __init__(self, nbytes: int, huge: bool = False, read_only: bool = False, populate: bool = False,
+                 hugetlb: bool = False) -> None:
         prot = mmap.PROT_READ | (0 if read_only else mmap.PROT_WRITE)
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (mmap.MAP_POPULATE if populate else 0)
+        if hugetlb:  # hugetlb mappings are 2 MiB aligned by the kernel
+            self.m = mmap.mmap(-1, nbytes, flags=flags | MAP_HUGETLB, prot=prot)
+            view = np.frombuffer(self.m, dtype=np.uint8)
+            self.addr = int(view.ctypes.data)
+            del view
+            return
         self.m = mmap.mmap(-1, nbytes + HPAGE, flags=flags, prot=prot)
         self.m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
         view = np.frombuffer(self.m, dtype=np.uint8)
@@ -74,7 +83,12 @@ def _pass(d: ctypes.CDLL, state: str, nbytes: int, step: int) -> tuple[float, fl
     populated = state.startswith("populated")
     if not populated and not read:  # zero-page reads allocate nothing (but page tables)
         _warm(nbytes + HPAGE)
-    r = Region(n, huge=state == "thp-write-fault", read_only=read, populate=populated)
+    if state == HUGETLB:
+        r0 = Region(nbytes, hugetlb=True)  # warm: surplus pages freed a moment ago are still backed
+        d.usemem_set_step(PAGE)
+        d.usemem_pass_cpu_ns(r0.addr, nbytes, 0)
+        r0.close()
+    r = Region(n, huge=state == "thp-write-fault", read_only=read, populate=populated, hugetlb=state == HUGETLB)
     try:
         if populated:
             d.usemem_set_step(WORD)
@@ -102,7 +116,8 @@ class LoopCost(NamedTuple):
 
 
 def loop_cost(state: str, nbytes: int = 256 << 20, reps: int = 5) -> LoopCost:
-    """The loop's cost per 4 KiB page in ``state`` (one of :data:`STATES`): minima of ``reps`` passes each."""
+    """The loop's cost per 4 KiB page in ``state`` (one of :data:`STATES`, or :data:`HUGETLB`): minima of
+    ``reps`` passes each."""
     d = _lib()
     full = min(_pass(d, state, nbytes, WORD)[0] for _ in range(reps))
     faults = min(_pass(d, state, nbytes, PAGE)[0] for _ in range(reps))
@@ -167,16 +182,21 @@ def main(argv: list[str]) -> int:
     nbytes = mib << 20
     print(f"usemem do_rw_once, {mib} MiB, thread CPU time, min of {reps} passes; per 4 KiB page:")
     print(f"{'state':22s} {'pass ns':>9s} {'faults ns':>10s} {'loop ns':>8s} {'ns/word':>8s}")
-    for st in STATES:
-        c = loop_cost(st, nbytes, reps)
+    for st in (*STATES, HUGETLB):
+        try:
+            c = loop_cost(st, nbytes, reps)
+        except OSError as e:  # MAP_HUGETLB without huge pages: ENOMEM
+            print(f"{st:22s} not run: {e}")
+            continue
         print(f"{st:22s} {c.pass_ns:9.0f} {c.faults_ns:10.0f} {c.loop_ns:8.0f} {c.ns_per_word:8.3f}")
     print("getrusage's split of the faults alone (step 4096), 4 passes summed:")
     for kind, size in (("zero-read-fault", 4096 << 20), ("4k-write-fault", 1024 << 20)):
         f = fault_user_share(kind, size)
         print(f"{kind:22s} {f.ns_per_fault:7.0f} ns per fault, {100 * f.user_share:5.1f}% reported as user "
               f"({f.ns_per_fault * f.user_share:.0f} ns; {f.user_ticks:.0f} ticks)")
-    a, c = corun_slowdown()
-    print(f"loop in L1d on one CPU: {a:.3f} ns/word alone, {c:.3f} while the other CPU runs it ({a / c:.2f}x speed)")
+    alone, corun = corun_slowdown()
+    print(f"loop in L1d on one CPU: {alone:.3f} ns/word alone, {corun:.3f} while the other CPU runs it "
+          f"({alone / corun:.2f}x speed)")
     return 0
 
 
