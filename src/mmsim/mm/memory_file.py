@@ -124,6 +124,7 @@ def do_shared_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) 
     idx = _index(vma, addr)
     node = yield from shmem_fault(task, inode, idx)
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=None)
+    inode.dirty_tables.add((id(mm), addr >> PMD_SHIFT))  # the PTE is dirty (mm/zap.py: force_flush at unmap)
     ns, ins = path("fault_dirty_shared_page", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "fault_dirty_shared_page", ns, ins) + folio_ref(
         task, inode, idx, "folio_mark_dirty")

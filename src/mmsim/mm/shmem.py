@@ -31,6 +31,8 @@ from collections import deque
 from collections.abc import Generator, Hashable
 from typing import Any
 
+import numpy as np
+
 from mmsim.engine.core import Task
 from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
@@ -64,6 +66,13 @@ class ShmemInode:
         self.vmas: list[Any] = []  # the i_mmap interval tree
         self.mtime_tick = -1
         self.stats = {"alloced": 0, "add_races": 0, "lock_waits": 0, "lookups": 0}
+        # folio flags folio_mark_accessed reads and writes at unmap (mm/zap.py): PG_referenced, PG_active
+        npages = -(-size // 4096)
+        self.referenced = np.zeros(npages, dtype=bool)
+        self.active = np.zeros(npages, dtype=bool)
+        # (id(mm), PMD slot) of PTE tables holding a dirty PTE of this file (do_shared_fault's write): the
+        # unmap's delay_rmap / force_flush
+        self.dirty_tables: set[tuple[int, int]] = set()
 
     def key(self, idx: int) -> Hashable:
         return ("F", self.ino, idx)
@@ -86,6 +95,9 @@ def shmem_metrics(s: Any) -> dict[str, float]:
     out = {f"shmem.{k}": float(v) for k, v in fault_stats(s).items()}
     for k in ("alloced", "add_races", "lock_waits"):
         out[f"shmem.{k}"] = float(sum(i.stats[k] for i in getattr(s, "shmem_inodes", [])))
+    from mmsim.mm.zap import zap_stats
+
+    out.update({f"munmap.{k}": float(v) for k, v in zap_stats(s).items()})
     return out
 
 
