@@ -27,6 +27,7 @@ from pathlib import Path
 from mmsim.machine import yamlio
 from mmsim.machine.model import (
     ANON_FOLIO_SOURCE,
+    COPY_MLP_SOURCE,
     ISSUE_SOURCE,
     SMT_SOURCE,
     CacheLevel,
@@ -361,5 +362,6 @@ def _host_cost(ghz: float) -> CostModel:
             "line_hit_remote_ns": "estimate: no clean-line figure, equal to line_xfer_remote_ns",
             "issue_width": "estimate: " + ISSUE_SOURCE + "; mmsim calibrate measures it",
             "anon_folio_ns": "estimate: " + ANON_FOLIO_SOURCE,
+            "copy_mlp": "estimate: " + COPY_MLP_SOURCE + "; mmsim calibrate measures it",
         }.items()},
     )

@@ -97,6 +97,14 @@ ISSUE_WIDTH = 4.0
 ISSUE_SOURCE = ("Agner Fog, The microarchitecture of Intel, AMD and VIA CPUs: 4 fused uops per clock at "
                 "rename on Intel Core, Nehalem to Cascade Lake (the default)")
 
+# Cache lines a core keeps in flight in a streaming copy whose source lines sit in another core's cache
+# (the skb copies of AF_UNIX; net/skbuff.py copy_ns: lines x transfer latency / copy_mlp, Little's law).
+# The default is the L1D fill buffers, 10 on Nehalem to Haswell (Intel Optimization Reference Manual);
+# estimate for later cores and with L2 streamers helping: plausible 10-32. mmsim calibrate measures it.
+COPY_MLP = 10.0
+COPY_MLP_SOURCE = ("Intel Optimization Reference Manual: 10 L1D fill buffers, Nehalem to Haswell (the default); "
+                   "estimate for later cores, plausible 10-32 with the L2 streamer")
+
 ANON_FOLIO_SOURCE = ("not separated: page_fault_ns is a per-write-fault figure that includes the new folio's "
                      "work (charged 0); mmsim calibrate measures it as a write fault minus a read fault")
 
@@ -132,6 +140,7 @@ class CostModel:
       on its core, while a sibling thread also runs (core-bound code only).
     * ``issue_width``: fused uops per cycle the core issues; a front-end-bound user loop
       (mm/user_loops.py) costs its uops / ``issue_width`` cycles per iteration when its data is cached.
+    * ``copy_mlp``: lines in flight in a streaming copy from another core's cache (:data:`COPY_MLP`).
     """
 
     line_xfer_smt_ns: float
@@ -146,11 +155,14 @@ class CostModel:
     line_hit_remote_ns: float | None = None
     issue_width: float = ISSUE_WIDTH
     anon_folio_ns: float | None = None
+    copy_mlp: float = COPY_MLP
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.issue_width == ISSUE_WIDTH and self.sources:  # a sourced machine: the default's source too
             self.sources.setdefault("issue_width", ISSUE_SOURCE)
+        if self.copy_mlp == COPY_MLP and self.sources:
+            self.sources.setdefault("copy_mlp", COPY_MLP_SOURCE)
         if self.anon_folio_ns is None and self.sources:
             self.sources.setdefault("anon_folio_ns", ANON_FOLIO_SOURCE)
         for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
@@ -170,6 +182,7 @@ class CostModel:
             "line_hit_socket_ns",
             "line_hit_remote_ns",
             "issue_width",
+            "copy_mlp",
         )
         if self.anon_folio_ns is not None:
             _positive(self, "anon_folio_ns")

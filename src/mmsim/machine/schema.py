@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mmsim import inputs
 from mmsim.errors import UserError
-from mmsim.machine.model import ISSUE_WIDTH, SMT_THREAD_SPEED, CostModel, MemoryType
+from mmsim.machine.model import COPY_MLP, ISSUE_WIDTH, SMT_THREAD_SPEED, CostModel, MemoryType
 
 assert {t.value for t in MemoryType} == {"DRAM", "PMEM"}, "NodeSpec.mem_type lists MemoryType's values"
 
@@ -112,7 +112,8 @@ class NodeSpec(_Strict):
 def _cost_fields() -> dict[str, Any]:
     out: dict[str, Any] = {}
     defaults = {"smt_thread_speed": SMT_THREAD_SPEED, "line_hit_socket_ns": None, "line_hit_remote_ns": None,
-                "issue_width": ISSUE_WIDTH, "anon_folio_ns": None}
+                "issue_width": ISSUE_WIDTH, "anon_folio_ns": None,
+                "copy_mlp": COPY_MLP}
     for f in dataclasses.fields(CostModel):
         if f.name == "sources":
             continue

@@ -29,6 +29,11 @@ How measurements become model fields (the simulator charges a 4 KiB fault as
   says so.
 * ``line_xfer_*_ns``: median of half a CAS ping-pong round trip between a CPU
   pair of that kind (SMT siblings, two cores of one socket, two sockets).
+* ``copy_mlp``: the in-socket ``line_xfer`` / the ns per line of a 64 KiB
+  ``rep movsb`` copy (``copy_user_enhanced_fast_string``) of lines the other
+  CPU has just written, measured right after the hand-off on the same pair:
+  the lines a streaming copy keeps in flight (Little's law), which the AF_UNIX
+  skb copies charge (net/skbuff.py ``copy_ns``).
 * ``ctx_switch_ns``: median of half a futex ping-pong round trip on one CPU.
 * ``wakeup_ns``: the same across two CPUs minus ``ctx_switch_ns``, kept only
   when the difference is larger than the two measurements' spreads.
@@ -102,7 +107,9 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
         if a in allowed and b in allowed:
             log(f"cache-line hand-off {kind} (CPU {a} <-> {b})")
             st = mb.line_handoff_ns(a, b)
-            out["pairs"][kind] = {"cpus": [a, b], "line_xfer_ns": st.as_dict() if st else None}
+            xc = mb.xcopy_line_ns(a, b)  # right after the hand-off: the vCPUs' placement can change
+            out["pairs"][kind] = {"cpus": [a, b], "line_xfer_ns": st.as_dict() if st else None,
+                                  "xcopy_line_ns": xc.as_dict() if xc else None}
     c0 = cpus[0]
     log("futex context switch and wake-up")
     st = mb.futex_handoff_ns(c0, c0)
@@ -170,6 +177,26 @@ def _pairs(m: Machine, host: list[int]) -> dict[str, tuple[int, int]]:
     if len(m.sockets) > 1:
         pairs["remote"] = (host[0], host[cps])
     return {k: v for k, v in pairs.items() if v[0] >= 0 and v[1] >= 0}
+
+
+def _copy_mlp(pairs: dict[str, Any], cost: dict[str, Any], src: dict[str, str],
+              keep: Callable[[str, str], None], meas: Callable[[str], str]) -> None:
+    """``copy_mlp`` = the in-socket line transfer / the ns per line of a copy of lines the other CPU just
+    wrote, both measured back to back on one pair (Little's law: lines in flight = latency x rate)."""
+    p = pairs.get("socket") or pairs.get("smt")
+    x: Any = p.get("xcopy_line_ns") if p else None
+    d: Any = p.get("line_xfer_ns") if p else None
+    if p is None:
+        keep("copy_mlp", "no CPU pair on this host")
+    elif not (_usable(x) and _usable(d)):
+        keep("copy_mlp", "copy or hand-off measurement failed or too noisy")
+    elif d["median"] / x["median"] < 1.0:
+        keep("copy_mlp", f"a copied line ({x['median']:.2f} ns) costs more than a hand-off ({d['median']:.2f} ns)")
+    else:
+        a, b = p["cpus"]
+        cost["copy_mlp"] = round(d["median"] / x["median"], 2)
+        src["copy_mlp"] = meas(f"64 KiB rep-movsb copy on CPU {b} of lines CPU {a} just wrote: {_desc(x)} per line; "
+                               f"the hand-off measured just before ({d['median']:.1f} ns) / that = lines in flight")
 
 
 def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Machine, list[str]]:
@@ -260,6 +287,7 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
         cost["line_xfer_remote_ns"] = round(cost["line_xfer_socket_ns"] + hop, 2)
         src["line_xfer_remote_ns"] = (f"one socket, so never used here: measured in-socket hand-off + estimated "
                                       f"{hop:.0f} ns hop; {m.cost.sources.get('line_xfer_remote_ns', '')}")
+    _copy_mlp(pairs, cost, src, keep, meas)
     for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):
         cost[hit] = cost[hitm]
         src[hit] = f"not measured (needs a third core to hold the clean copy): equal to {hitm}"

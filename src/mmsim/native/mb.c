@@ -3,6 +3,8 @@
  *   mb futex CPU_A CPU_B SAMPLES ROUNDS ns per one-way futex hand-off (wake + the woken side running)
  *   mb chase BYTES SAMPLES LOADS        ns per dependent load, random cyclic chain over BYTES
  *   mb pmbench MAP SET SECONDS READPCT  pmbench's uniform pattern, one thread: accesses/s and mean timed ns
+ *   mb xcopy CPU_A CPU_B SAMPLES ROUNDS ns per 64-byte line of a 64 KiB rep-movsb copy on CPU_B of lines
+ *                                       CPU_A has just written (the AF_UNIX skb copy: copy_user_enhanced_fast_string)
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -63,6 +65,33 @@ static void *futex_thread(void *arg) {
             futex(&fword[0], FUTEX_WAKE_PRIVATE, 1);
         }
         if (me == 0) out[s] = (double)(now_ns() - t0) / rounds / 2.0;
+    }
+    return NULL;
+}
+
+#define XCOPY_BYTES (64 * 1024)
+static _Alignas(4096) unsigned char xsrc[XCOPY_BYTES], xdst[XCOPY_BYTES];
+static _Alignas(64) volatile int xturn;
+
+static void *xcopy_thread(void *arg) {
+    int me = (int)(intptr_t)arg;
+    pin(cpus[me]);
+    for (long s = 0; s < samples; s++) {
+        uint64_t spent = 0;
+        for (long r = 0; r < rounds; r++) {
+            while (xturn != me) { }
+            if (me == 0) {  /* the writer: modify every line of the source */
+                for (size_t i = 0; i < XCOPY_BYTES; i += 64) ((volatile unsigned char *)xsrc)[i] = (unsigned char)r;
+            } else {  /* the reader: copy it as copy_user_enhanced_fast_string does, timed */
+                void *d = xdst, *src = xsrc;
+                size_t n = XCOPY_BYTES;
+                uint64_t t0 = now_ns();
+                __asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
+                spent += now_ns() - t0;
+            }
+            __atomic_store_n(&xturn, 1 - me, __ATOMIC_RELEASE);
+        }
+        if (me == 1) out[s] = (double)spent / rounds / (XCOPY_BYTES / 64);
     }
     return NULL;
 }
@@ -231,7 +260,7 @@ int main(int argc, char **argv) {
         cpus[0] = atoi(argv[2]); cpus[1] = atoi(argv[3]);
         samples = atol(argv[4]); rounds = atol(argv[5]);
         out = calloc(samples, sizeof *out);
-        rc = pair(!strcmp(argv[1], "c2c") ? c2c_thread : futex_thread);
+        rc = pair(!strcmp(argv[1], "c2c") ? c2c_thread : !strcmp(argv[1], "xcopy") ? xcopy_thread : futex_thread);
     }
     for (long s = 0; s < samples && rc == 0; s++) printf("%.3f\n", out[s]);
     return rc;

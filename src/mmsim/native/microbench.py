@@ -214,6 +214,12 @@ def line_handoff_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200
     return _run(["c2c", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
 
 
+def xcopy_line_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200) -> Stat | None:
+    """ns per 64-byte line of a 64 KiB ``rep movsb`` copy on ``cpu_b`` of lines ``cpu_a`` has just written
+    (the AF_UNIX reader's ``copy_user_enhanced_fast_string`` of the writer's skb), per sample of ``rounds``."""
+    return _run(["xcopy", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
+
+
 def futex_handoff_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200) -> Stat | None:
     """Half a futex ping-pong round trip: on one CPU a context switch (futex_wait -> schedule), on
     two CPUs a wake-up (futex_wake -> try_to_wake_up) of a task sleeping on an idle CPU. Both

@@ -1,10 +1,22 @@
 """``mmsim validate``: the fixed validation set, natively and in simulation.
 
-Each case runs natively :data:`NATIVE_REPEATS` times (the median is kept:
-the 2 host CPUs are shared, so single runs are noisy; the spread is
-reported) and once in simulation on the calibrated machine, under the
-catalogued kernel closest to the host's release. ``error_pct`` is
-``100 * (simulated - native) / native``.
+Each case runs natively :data:`NATIVE_REPEATS` times and the fastest run is
+the reference (``native``; the median is reported beside it as
+``native_median``, and every run in ``native_runs``), then once in simulation
+on the calibrated machine, under the catalogued kernel closest to the host's
+release. ``error_pct`` is ``100 * (simulated - native) / native``.
+
+Why the fastest, not the median: on this VM the noise only ever adds time,
+and not from the guest kernel the model is of. Measured here (2026-12-01,
+issue 15, quiet host, nothing else running, 1 GiB THP, thread CPU time):
+back-to-back warm-up passes over the same footprint in one process cost
+0.05-0.06 s, and now and then 0.6-1.1 s (the hypervisor taking back and
+re-backing guest memory); a forked usemem task on warmed memory had 0.035-
+0.09 s of system time in 7 of 9 runs and 0.79-0.85 s in the other two. The
+free page reporting knobs (``page_reporting_order``, ``min_free_ms``,
+``free_bitmap_enable``) did not stop it. Preemption by other users adds
+time the same way. So the fastest of N runs estimates the guest kernel's own
+time, as calibrate's minima do; a model that is too fast still shows.
 
 A case whose simulated workload is not registered in this build, or that
 cannot run natively here (hugetlb without root), is a row with a note and no
@@ -26,7 +38,7 @@ from mmsim.native.runner import NativeSpec, run_native
 from mmsim.native.safety import Skip, terminate_as_exception
 from mmsim.progress import ProgressHook, Steps
 
-NATIVE_REPEATS = 3
+NATIVE_REPEATS = 5
 NATIVE_TOLERANCE_PCT = 25.0  # issue 15's target for every native case
 THROUGHPUT = "vm-scalability.throughput"
 
@@ -96,6 +108,7 @@ class Side:
     times: dict[str, float] = field(default_factory=dict)  # user/system seconds where the workload reports them
     runs: list[float] = field(default_factory=list)
     cpu_share: float | None = None
+    median: float | None = None
 
 
 def _simulate(c: Case, machine: str, kernel: str) -> Side:
@@ -139,10 +152,15 @@ def _native(c: Case, repeats: int) -> Side:
     if c.thp == "always" and not all(d["vmstat"].get("thp_fault_alloc") for d in runs):
         note = "no THP fault natively (host THP off?)"
     values = [float(d["metrics"][c.metric]) for d in runs]
-    mid = runs[values.index(statistics.median_low(values))]  # the median run, whole
-    times = {k: float(mid["metrics"][k]) for k in TIMES if k in mid["metrics"]}
-    share = statistics.median(cpu_share(d, tasks) for d in runs)
-    return Side(float(mid["metrics"][c.metric]), note, times, values, share)
+    best = min(values) if lower_is_better(c.metric) else max(values)
+    top = runs[values.index(best)]  # the fastest run, whole (module docstring: why the fastest)
+    times = {k: float(top["metrics"][k]) for k in TIMES if k in top["metrics"]}
+    return Side(best, note, times, values, cpu_share(top, tasks), float(statistics.median(values)))
+
+
+def lower_is_better(metric: str) -> bool:
+    """A time (``*_seconds``, ``*_time``) is better lower; a rate or op count higher."""
+    return metric.endswith(("_seconds", "_time"))
 
 
 def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
@@ -176,11 +194,12 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         err = round(100.0 * (sim.value - nat.value) / nat.value, 1)
     return {
         "suite": "native", "quantity": c.name, "reference": nat.value,
-        "source": f"native run on this host (median of {repeats})",
+        "source": f"native run on this host (fastest of {repeats})",
         "ok": None if err is None else abs(err) <= NATIVE_TOLERANCE_PCT,
         "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
         "native": nat.value, "simulated": sim.value, "error_pct": err,
-        "native_runs": nat.runs, "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
+        "native_median": nat.median, "native_runs": nat.runs,
+        "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
         "native_times": nat.times, "simulated_times": sim.times,
         "kernel": kernel, "machine": machine,
         "note": "; ".join(n for n in (nat.note, sim.note) if n),

@@ -15,10 +15,14 @@ remaining data fills — ``while (order && PAGE_ALIGN(data_len) < (PAGE_SIZE
 GFP_KERNEL: MIGRATE_UNMOVABLE.
 
 Copies into and out of an skb run at the rate Little's law gives for the
-core's L1D fill buffers and the latency of wherever the lines are: another
-core's cache (a line transfer, :meth:`Machine.xfer_ns`) when the data is
-hot, the page's node DRAM when it is cold. That is the same rule the
-presets use for a core's clear bandwidth (``FILL_BUFFERS`` x 64 B / latency).
+lines a streaming copy keeps in flight (``CostModel.copy_mlp``) and the
+latency of wherever the lines are: another core's cache (a line transfer,
+:meth:`Machine.xfer_ns`) when the data is hot, the page's node DRAM when it
+is cold. On the presets ``copy_mlp`` is the L1D fill buffers (10), the rule
+they use for a core's clear bandwidth (``FILL_BUFFERS`` x 64 B / latency);
+``mmsim calibrate`` measures it on the host as the line transfer over the
+ns per line of a 64 KiB ``rep movsb`` copy of lines another CPU just wrote
+(native/mb.c ``xcopy``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from collections.abc import Generator
 from typing import Any
 
 from mmsim.engine.core import Task
-from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.mm.buddy import MIGRATE_UNMOVABLE
 from mmsim.mm.costs import path
@@ -120,8 +123,8 @@ def alloc_skb_with_frags(
 
 def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
     """A copy of ``nbytes`` whose far side has ``latency_ns`` per line: Little's
-    law on the fill buffers."""
-    return int(nbytes / LINE * latency_ns / FILL_BUFFERS) + 1
+    law on the ``copy_mlp`` lines in flight."""
+    return int(nbytes / LINE * latency_ns / system.machine.cost.copy_mlp) + 1
 
 
 def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: str) -> int:
