@@ -125,3 +125,13 @@ def test_shared_file_zap_misses_l2_for_a_large_mapping() -> None:
     z = zap_stats(s)
     assert z["zap_struct_page_misses"] == 2 * pages
     assert s.counters.prof_ns[0]["zap_pte_range [struct page]"] == 2 * pages * 40
+    # the second round's shared faults find every folio, whose line this CPU wrote a round ago
+    assert z["fault_struct_page_misses"] == pages
+    assert s.counters.prof_ns[0]["filemap_get_entry [struct page]"] == pages * 40
+
+
+def test_small_mapping_faults_find_struct_pages_in_l2() -> None:
+    s = _system()
+    _page_fault3(s, 1024, rounds=2)
+    assert zap_stats(s)["fault_struct_page_misses"] == 0
+    assert "filemap_get_entry [struct page]" not in s.counters.prof_ns[0]

@@ -50,6 +50,14 @@ def _index(vma: Any, addr: int) -> int:
     return int((addr - vma.start) >> PAGE_SHIFT) + int(vma.pgoff)
 
 
+def _reuse(vma: Any) -> int:
+    """mm/zap.py's lower bound on the reuse distance of a file folio's struct page line met again in a
+    round over the whole mapping: 72 B for each page of the VMA."""
+    from mmsim.mm.zap import file_reuse_bytes
+
+    return file_reuse_bytes(int(vma.end - vma.start) >> PAGE_SHIFT)
+
+
 def do_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool, vma_locked: bool) -> Generator[Any, Any, str]:
     """``do_pte_missing`` → ``do_fault``: read, private write (COW) or shared write."""
     pt = mm.pgtables
@@ -73,7 +81,7 @@ def do_read_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) ->
         return RETRY
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    node = yield from shmem_fault(task, inode, idx)
+    node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=None)
     yield from folio_unlock(task, inode, idx)
     return "file-read"
@@ -101,7 +109,7 @@ def do_cow_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) -> 
         yield ns
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    src_node = yield from shmem_fault(task, inode, idx)
+    src_node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     key = ("P", id(mm), pfn)
     del src_node
     # the new anonymous folio's own work as in do_anonymous_page (issue 15: memory.anon_folio)
@@ -122,7 +130,7 @@ def do_shared_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) 
         return RETRY
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    node = yield from shmem_fault(task, inode, idx)
+    node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=None)
     inode.dirty_tables.add((id(mm), addr >> PMD_SHIFT))  # the PTE is dirty (mm/zap.py: force_flush at unmap)
     ns, ins = path("fault_dirty_shared_page", s.machine.freq_ghz)

@@ -218,9 +218,14 @@ def folio_ref(task: Task, inode: ShmemInode, idx: int, func: str) -> int:
 
 # -- shmem_fault --------------------------------------------------------------------------------
 
-def shmem_fault(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, int]:
+def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -> Generator[Any, Any, int]:
     """``shmem_fault`` → ``shmem_get_folio_gfp(SGP_CACHE)``. Returns the folio's node; the folio
-    is locked and referenced."""
+    is locked and referenced.
+
+    A folio found in the page cache whose struct page line this CPU touched last (the line's owner) is
+    read from where ``reuse_bytes`` of this CPU's references since put it (mm/zap.py
+    ``struct_page_ns``: the L2, the L3 or memory; the caller's lower bound, 72 B per page of the VMA);
+    a line another CPU wrote last costs its transfer (:func:`folio_ref`) instead."""
     s = inode.system
     fault_stats(s)["shmem_faults"] += 1
     ns, ins = path("shmem_fault", s.machine.freq_ghz)
@@ -231,6 +236,13 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, 
         d = s.counters.busy(task.cpu, "filemap_get_entry", ns, ins)
         node = inode.pages.get(idx)
         if node is not None:
+            if reuse_bytes and s.page_line(inode.key(idx)).owner == task.cpu:
+                from mmsim.mm.zap import struct_page_ns, zap_stats
+
+                miss = int(struct_page_ns(s, task.cpu, reuse_bytes))
+                if miss:
+                    zap_stats(s)["fault_struct_page_misses"] += 1
+                    d += s.counters.busy(task.cpu, "filemap_get_entry [struct page]", miss)
             yield d + folio_ref(task, inode, idx, "filemap_get_entry")  # folio_try_get
             yield from folio_lock(task, inode, idx)
             return node

@@ -25,6 +25,8 @@ mm/mmu_gather.c and mm/swap.c of the same release. Session 9 (issues 15 and 22) 
   inactive → ``folio_activate`` (mm/lru_anon.py: the per-CPU ``activate`` batch, moved under
   ``lruvec->lru_lock``) and clear it; referenced and active → nothing. A page_fault3 file's pages are
   activated at the second unmap of their mapping and left alone from the fourth on.
+* **The same line at the next fault** (mm/shmem.py ``shmem_fault``, a folio found in the page cache): the
+  same lower bound, when this CPU touched the line last (``fault_struct_page_misses``).
 * **``force_flush`` per table** with a dirty shared PTE: ``tlb_flush_mmu_tlbonly`` → ``flush_tlb_mm_range``
   over the table's range (512 pages > ``tlb_single_page_flush_ceiling`` = 33: a full flush of the mm;
   the IPI round trip to each other CPU of ``mm_cpumask``, as mm/munmap.py charges the final flush), and
@@ -45,7 +47,7 @@ STRUCT_PAGE_BYTES = 64  # sizeof(struct page) on x86-64: one cache line
 PTE_BYTES = 8
 PTRS_PER_PTE = 512
 ZAP_STATS = ("zap_none_ptes", "zap_file_ptes", "zap_struct_page_misses", "zap_force_flushes", "folio_activate",
-             "folio_set_referenced")
+             "folio_set_referenced", "fault_struct_page_misses")
 
 
 def zap_stats(s: Any) -> dict[str, int]:
