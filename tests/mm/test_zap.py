@@ -135,3 +135,15 @@ def test_small_mapping_faults_find_struct_pages_in_l2() -> None:
     _page_fault3(s, 1024, rounds=2)
     assert zap_stats(s)["fault_struct_page_misses"] == 0
     assert "filemap_get_entry [struct page]" not in s.counters.prof_ns[0]
+
+
+def test_page_fault3_counts_the_same_misses_fast_and_exact() -> None:
+    from mmsim.experiments.run import RunSpec, run
+
+    params = {"nr_task": "2", "memsize": "16m", "mode": "processes", "warmup": "1", "loops": "1"}
+    for exact in (True, False):
+        r = run(RunSpec("will-it-scale/page_fault3", "tiny", "v6.7", params=params, exact=exact))
+        # round 2 finds all 2 x 4,096 folios (16 MiB: 288 KiB of lines > tiny's L2); both rounds unmap them
+        assert r.metrics["munmap.fault_struct_page_misses"] == 2 * 4096
+        assert r.metrics["munmap.zap_struct_page_misses"] == 2 * 2 * 4096
+        assert r.metrics["munmap.folio_activate"] == 2 * 4096

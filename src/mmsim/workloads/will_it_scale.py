@@ -381,6 +381,13 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
     # the folios' struct page lines as the skipped faults leave them: written last by this CPU
     # (finish_fault's rmap count, folio_mark_dirty, folio_unlock), so later faults find them here
     now = s.engine.now
+    from mmsim.mm.memory_file import _reuse
+    from mmsim.mm.zap import struct_page_ns, zap_stats
+
+    if struct_page_ns(s, t.cpu, _reuse(vma)) > 0:  # the count shmem_fault keeps (its time was extrapolated)
+        fresh = set(new)
+        zap_stats(s)["fault_struct_page_misses"] += sum(
+            1 for idx in range(first, first + k) if idx not in fresh and s.page_line(inode.key(idx)).owner == t.cpu)
     for idx in range(first, first + k):
         s.page_line(inode.key(idx)).write(t.cpu, now)
     end = addr + k * PAGE
