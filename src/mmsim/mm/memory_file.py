@@ -39,6 +39,7 @@ from mmsim.mm.shmem import (
     shmem_fault,
 )
 from mmsim.mm.vma_lock import RETRY
+from mmsim.mm.zap import file_reuse_bytes
 
 PAGE_SHIFT = 12
 PTRS_PER_PTE = 512
@@ -53,8 +54,6 @@ def _index(vma: Any, addr: int) -> int:
 def _reuse(vma: Any) -> int:
     """mm/zap.py's lower bound on the reuse distance of a file folio's struct page line met again in a
     round over the whole mapping: 72 B for each page of the VMA."""
-    from mmsim.mm.zap import file_reuse_bytes
-
     return file_reuse_bytes(int(vma.end - vma.start) >> PAGE_SHIFT)
 
 

@@ -38,6 +38,7 @@ from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
 from mmsim.mm import lru_anon
 from mmsim.mm.costs import path
+from mmsim.mm.zap import struct_page_ns, zap_stats
 
 I_PAGES_CLASS = "&mapping->i_pages (xa_lock)"
 I_MMAP_CLASS = "&mapping->i_mmap_rwsem"
@@ -95,8 +96,6 @@ def shmem_metrics(s: Any) -> dict[str, float]:
     out = {f"shmem.{k}": float(v) for k, v in fault_stats(s).items()}
     for k in ("alloced", "add_races", "lock_waits"):
         out[f"shmem.{k}"] = float(sum(i.stats[k] for i in getattr(s, "shmem_inodes", [])))
-    from mmsim.mm.zap import zap_stats
-
     out.update({f"munmap.{k}": float(v) for k, v in zap_stats(s).items()})
     return out
 
@@ -237,8 +236,6 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -
         node = inode.pages.get(idx)
         if node is not None:
             if reuse_bytes and s.page_line(inode.key(idx)).owner == task.cpu:
-                from mmsim.mm.zap import struct_page_ns, zap_stats
-
                 miss = int(struct_page_ns(s, task.cpu, reuse_bytes))
                 if miss:
                     zap_stats(s)["fault_struct_page_misses"] += 1
