@@ -39,13 +39,22 @@ from unittest import mock
 import mmsim.net.skbuff as skbuff
 from mmsim.experiments.reproduce import EXPERIMENTS, _load
 from mmsim.experiments.run import run
+from mmsim.machine.model import COPY_MLP
 from mmsim.mm.page_alloc import PageAllocator
 
 ZONE_CS = {"free_pcppages_bulk", "rmqueue_bulk", "__rmqueue", "free_one_page"}
 
 
 def _copy_rate(factor: float) -> Any:
-    return mock.patch.object(skbuff, "FILL_BUFFERS", round(skbuff.FILL_BUFFERS * factor))
+    """The skb copies ``factor`` x faster: ``round(COPY_MLP x factor)`` lines in flight instead of the
+    machine's ``copy_mlp`` (10 on the presets, COPY_MLP)."""
+    orig = skbuff.copy_ns
+    mlp = round(COPY_MLP * factor)
+
+    def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
+        return orig(system, cpu, nbytes, latency_ns * system.machine.cost.copy_mlp / mlp)
+
+    return mock.patch.object(skbuff, "copy_ns", copy_ns)
 
 
 def _cs_extra(ns: int) -> Any:
@@ -97,7 +106,7 @@ def variant(name: str) -> Callable[[], Any] | None:
         for prefix, make in (("handoff-", _handoff), ("copy-", _copy_rate)):
             if name.startswith(prefix) and name.endswith("x"):
                 f = float(name[len(prefix):-1])
-                if not 0 < f < math.inf or (make is _copy_rate and round(skbuff.FILL_BUFFERS * f) < 1):
+                if not 0 < f < math.inf or (make is _copy_rate and round(COPY_MLP * f) < 1):
                     return None
                 return partial(make, f)
     except ValueError:

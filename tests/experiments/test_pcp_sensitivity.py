@@ -32,12 +32,22 @@ def test_variant_names_parse_strictly() -> None:
 
 def test_variants_change_only_inside_and_restore_the_model() -> None:
     s = _script()
-    charge, costs, fill = PageAllocator._charge_cs, lbase.line_costs, skbuff.FILL_BUFFERS
+    charge, costs, copy = PageAllocator._charge_cs, lbase.line_costs, skbuff.copy_ns
     for name in ("cs+300", "handoff-3x", "copy-2.4x"):
         make = s.variant(name)
         with make():
             changed = (PageAllocator._charge_cs is not charge, lbase.line_costs is not costs,
-                       skbuff.FILL_BUFFERS != fill)
+                       skbuff.copy_ns is not copy)
             assert sum(changed) == 1, (name, changed)
-        assert PageAllocator._charge_cs is charge and lbase.line_costs is costs and skbuff.FILL_BUFFERS == fill
-    assert skbuff.FILL_BUFFERS == 10
+        assert PageAllocator._charge_cs is charge and lbase.line_costs is costs and skbuff.copy_ns is copy
+
+
+def test_copy_variant_puts_its_lines_in_flight_whatever_the_machine_has() -> None:
+    """copy-2.4x: 24 lines in flight, i.e. the 100 ns per line of a 64-line copy at 10 becomes 41.67."""
+    from types import SimpleNamespace
+
+    s = _script()
+    sysm = SimpleNamespace(machine=SimpleNamespace(cost=SimpleNamespace(copy_mlp=10.0)))
+    assert skbuff.copy_ns(sysm, 0, 64 * 64, 1000.0) == 6401  # 64 lines x 1000 ns / 10, + 1
+    with s.variant("copy-2.4x")():
+        assert skbuff.copy_ns(sysm, 0, 64 * 64, 1000.0) == int(64 * 1000.0 / 24) + 1
