@@ -112,7 +112,7 @@ def test_page_fault3_processes_fast_agrees_with_exact() -> None:
     """will-it-scale page_fault3: both rounds fast-forwarded (the warm-up round fills the page cache
     functionally); the rate within 2% of --exact, faults, page-cache folios and allocations exact."""
     spec = RunSpec("will-it-scale/page_fault3", "tiny", "v6.6",
-                   params={"nr_task": "4", "memsize": "16m", "mode": "processes"})
+                   params={"nr_task": "4", "memsize": "16m", "mode": "processes", "warmup": "1"})
     exact, fast = _both(spec)
     assert fast.sim["ff_skipped_ops"] > 0.7 * 4 * 2 * 4096  # most of both rounds' 4 x 4,096 faults skipped
     assert fast.sim["events"] < 0.3 * exact.sim["events"]

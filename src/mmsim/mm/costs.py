@@ -189,6 +189,28 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "folio_wait_queue": (150, 150),
     # mm/mmap.c __vma_link_file / unlink_file_vma: vma_interval_tree insert/remove under i_mmap_rwsem. estimate
     "vma_interval_tree": (200, 200),
+    # --- issues 15/22, session 9: munmap of touched pages (mm/zap.py) ---
+    # mm/memory.c zap_pte_range (v6.7) per pte_none slot of the zapped range: ptep_get, the pte_none test,
+    # the loop increments. Native measurement on the calibration host (2-vCPU AMD EPYC KVM guest, kernel
+    # 6.18, 2026-12-02, thread CPU time, min of 3,001): munmap of a 2 MiB-aligned 2 MiB anonymous mapping with
+    # its first page written costs 0.8-1.0 us more over the untouched one than a 4 KiB mapping's does: 511
+    # slots walked, 1.6-2.0 ns = 4.1-5.1 cycles at 2.596 GHz each. Other machines: plausible 2-8 cycles.
+    "zap_pte_range/none": (5, 6),
+    # mm/memory.c zap_pte_range (v6.7) per present PTE of a page-cache folio beyond what a zero-page PTE
+    # costs (that is "zap_pte"): set_page_dirty (shmem noop_dirty_folio), delay_rmap, mark_page_accessed's flag
+    # tests, page_remove_rmap (the _mapcount atomic, __lruvec_stat_mod_folio(NR_FILE_MAPPED): node and memcg
+    # per-CPU stats), __tlb_remove_page, release_pages' folio_put_testzero. Native measurement on the
+    # calibration host (as above, min of 41, 4 MiB mappings: struct pages in L2): munmap of a MAP_SHARED memfd
+    # mapping with every page written 175-211 ns per page, of a MAP_PRIVATE anonymous one read (zero page)
+    # 76-78 ns: 98-133 ns = 255-345 cycles. Other machines: plausible 200-500 cycles.
+    "zap_pte_range/file": (300, 250),
+    # mm/swap.c folio_mark_accessed on a folio not yet referenced: folio_set_referenced, an atomic set_bit on
+    # its flags (the struct page line is held already). estimate (plausible 10-40)
+    "folio_set_referenced": (20, 3),
+    # arch/x86/mm/tlb.c flush_tlb_mm_range over more than tlb_single_page_flush_ceiling (33) pages, local
+    # part: flush_tlb_func -> flush_tlb_local (a CR3 write or INVPCID of the ASID) and the bookkeeping; the
+    # IPIs are charged apart. estimate (plausible 100-1,000 cycles)
+    "flush_tlb_mm_range/full": (300, 100),
 }
 
 

@@ -47,6 +47,13 @@ CHARGE = (150, 150)  # mem_cgroup_charge: get_mem_cgroup_from_mm, consume_stock,
 # estimate: lines of lruvec state a holder pulls from the previous one (list head, lru_zone_size;
 # a delete also the neighbour folio's lru link); plausible 1-4
 ADD_LINES, DEL_LINES = 2, 3
+# mm/swap.c (v6.7) folio_activate_fn per folio under lru_lock: lruvec_del_folio, folio_set_active,
+# lruvec_add_folio, __count_vm_events(PGACTIVATE), __count_memcg_events: the delete and add bodies above
+# plus ~30 for the events. estimate (plausible 100-250)
+ACTIVATE_FN = (150, 150)
+# folio_activate outside the lock: the folio_test_* checks, folio_get (an atomic on the held struct page
+# line), local_lock, folio_batch_add; and folios_put's reference drop after the move. estimate (plausible 20-80)
+ACTIVATE_ADD = (40, 30)
 
 
 class AnonLru:
@@ -59,6 +66,8 @@ class AnonLru:
             first[m.cpu_node(c)] = c
         self.locks = [Spinlock(s.locks, LRU_LOCK_CLASS, s.spin_kind, first.get(n, 0)) for n in range(len(m.nodes))]
         self.batches: list[list[int]] = [[] for _ in range(m.ncpus)]
+        self.activate: list[list[int]] = [[] for _ in range(m.ncpus)]  # cpu_fbatches.activate (nodes)
+        self.nr_activated = 0
         self.counters = [AtomicCounter(s.locks, "memcg->memory.usage", 0) for _ in range(MEMCG_LEVELS)]
         self.stock = [0] * m.ncpus  # pages of this CPU's memcg stock
         self.nr_lru = [0] * len(m.nodes)
@@ -121,10 +130,45 @@ def folio_add_lru(task: Task, s: Any, node: int, large: bool) -> Generator[Any, 
 
 
 def lru_add_drain(task: Task, s: Any) -> Generator[Any, Any, None]:
-    """mm/swap.c ``lru_add_drain`` → ``lru_add_drain_cpu``: move this CPU's ``lru_add`` batch."""
+    """mm/swap.c ``lru_add_drain`` → ``lru_add_drain_cpu``: move this CPU's ``lru_add`` batch, then
+    (``folio_activate_drain``) its ``activate`` batch."""
     st = state(s)
     if st is not None and st.batches[task.cpu]:
         yield from folio_batch_move_lru(task, s, st)
+    if st is not None and st.activate[task.cpu]:
+        yield from _move_activate(task, s, st)
+
+
+def _move_activate(task: Task, s: Any, st: AnonLru) -> Generator[Any, Any, None]:
+    """``folio_batch_move_lru(fbatch, folio_activate_fn)`` on this CPU's ``activate`` batch, relocking
+    ``lru_lock`` when the node changes (the folios stay on the LRU: no size change)."""
+    b = st.activate[task.cpu]
+    i = 0
+    while i < len(b):
+        node = b[i]
+        j = i
+        while j < len(b) and b[j] == node:
+            j += 1
+        yield from _locked(task, s, st.locks[node], j - i, ACTIVATE_FN, DEL_LINES, "folio_activate_fn")
+        i = j
+    b.clear()
+
+
+def folio_activate(task: Task, s: Any, nodes: list[int]) -> Generator[Any, Any, None]:
+    """mm/swap.c ``folio_activate`` (v6.7) of order-0 folios on ``nodes`` that are on the LRU, inactive
+    and evictable: each goes on this CPU's ``activate`` batch; a full batch (``PAGEVEC_SIZE``) is moved at
+    once. Counts ``pgactivate``. Nothing unless :func:`enable` was called."""
+    st = state(s)
+    if st is None or not nodes:
+        return
+    b = st.activate[task.cpu]
+    ns, ins = _cyc(s, ACTIVATE_ADD, len(nodes))
+    yield s.counters.busy(task.cpu, "folio_activate", ns, ins)
+    st.nr_activated += len(nodes)
+    for node in nodes:
+        b.append(node)
+        if len(b) >= PAGEVEC_SIZE:
+            yield from _move_activate(task, s, st)
 
 
 def release_folios(task: Task, s: Any, nodes: list[int]) -> Generator[Any, Any, None]:

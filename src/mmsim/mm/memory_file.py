@@ -39,6 +39,7 @@ from mmsim.mm.shmem import (
     shmem_fault,
 )
 from mmsim.mm.vma_lock import RETRY
+from mmsim.mm.zap import file_reuse_bytes
 
 PAGE_SHIFT = 12
 PTRS_PER_PTE = 512
@@ -48,6 +49,12 @@ FAULT_AROUND_PAGES = 16  # mm/memory.c fault_around_pages = 65536 >> PAGE_SHIFT 
 def _index(vma: Any, addr: int) -> int:
     """``linear_page_index``: the file index ``addr`` maps."""
     return int((addr - vma.start) >> PAGE_SHIFT) + int(vma.pgoff)
+
+
+def _reuse(vma: Any) -> int:
+    """mm/zap.py's lower bound on the reuse distance of a file folio's struct page line met again in a
+    round over the whole mapping: 72 B for each page of the VMA."""
+    return file_reuse_bytes(int(vma.end - vma.start) >> PAGE_SHIFT)
 
 
 def do_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool, vma_locked: bool) -> Generator[Any, Any, str]:
@@ -73,7 +80,7 @@ def do_read_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) ->
         return RETRY
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    node = yield from shmem_fault(task, inode, idx)
+    node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=None)
     yield from folio_unlock(task, inode, idx)
     return "file-read"
@@ -101,7 +108,7 @@ def do_cow_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) -> 
         yield ns
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    src_node = yield from shmem_fault(task, inode, idx)
+    src_node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     key = ("P", id(mm), pfn)
     del src_node
     # the new anonymous folio's own work as in do_anonymous_page (issue 15: memory.anon_folio)
@@ -122,8 +129,9 @@ def do_shared_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) 
         return RETRY
     inode: ShmemInode = vma.file
     idx = _index(vma, addr)
-    node = yield from shmem_fault(task, inode, idx)
+    node = yield from shmem_fault(task, inode, idx, _reuse(vma))
     yield from finish_fault(task, mm, vma, addr, inode, idx, node, anon_key=None)
+    inode.dirty_tables.add((id(mm), addr >> PMD_SHIFT))  # the PTE is dirty (mm/zap.py: force_flush at unmap)
     ns, ins = path("fault_dirty_shared_page", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "fault_dirty_shared_page", ns, ins) + folio_ref(
         task, inode, idx, "folio_mark_dirty")

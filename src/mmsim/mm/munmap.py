@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+import numpy as np
+
 from mmsim.engine.core import PARK, Task
+from mmsim.mm import zap
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
@@ -43,9 +46,11 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         if state is None:
             continue
         pt.shared.pop(slot, None)
+        none = 0
         if state == PMD_TABLE:
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
+            none = zap.none_ptes(vma, slot, n)
             pt.nr_pte_tables -= 1
             for pfn in range(slot << 9, (slot + 1) << 9):
                 pt.zero_ptes.discard(pfn)
@@ -57,7 +62,7 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             pt.zero_huge.discard(slot)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
-        pending += c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n)
+        pending += c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none)
         pending = yield from pa.free_owned(task, (mm, slot), pending)
     # flush_tlb_mm_range: an IPI to every other CPU of the mm and the wait for its ack
     xfer = s.machine.xfer_ns
@@ -91,7 +96,11 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     ``free_pgtables`` (the PTE tables of the range, and the deposited one of a huge PMD), and
     ``tlb_finish_mmu``: the TLB flush (an IPI round trip to every other CPU of ``mm_cpumask``), then
     ``free_pages_and_swap_cache`` → ``folios_put_refs``: ``__page_cache_release`` and the memcg
-    uncharge (mm/lru_anon.py, where enabled) and the pages back to the allocator."""
+    uncharge (mm/lru_anon.py, where enabled) and the pages back to the allocator.
+
+    Per table (v6.7 ``zap_pte_range``, mm/zap.py): the walk past its ``pte_none`` slots in the range and,
+    for a ``MAP_SHARED`` tmpfs VMA, each page-cache folio's rmap/accessed/dirty work, its struct page line
+    and, with a dirty PTE, the ``force_flush``."""
     from mmsim.mm import lru_anon
 
     s = mm.system
@@ -110,16 +119,29 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     slots = []
     folio_nodes: list[int] = []
     lo, hi = vma.start >> PMD_SHIFT, (vma.end - 1) >> PMD_SHIFT
-    for slot in sorted(k for k in pt.pmd if lo <= k <= hi):  # the populated PMD slots only
+    populated = sorted(k for k in pt.pmd if lo <= k <= hi)  # the populated PMD slots only
+    shmem = getattr(vma.file, "is_shmem", False)
+    miss_ns = 0.0
+    if shmem and vma.shared:  # every present PTE maps a page-cache folio (mm/zap.py)
+        n_file = sum(int(pt.ptes[k].sum()) for k in populated if pt.pmd[k] == PMD_TABLE and k in pt.ptes)
+        miss_ns = zap.struct_page_ns(s, cpu, zap.file_reuse_bytes(n_file))
+    for slot in populated:
         state = pt.pmd[slot]
         # zap_pte_range under the table's PTE lock (pte_offset_map_lock); zap_huge_pmd under pmd_lock
         lk = pt.pte_lockptr(slot) if state == PMD_TABLE else pt.pmd_lockptr(slot)
         yield lk.acquire(task)
         del pt.pmd[slot]
         pt.shared.pop(slot, None)
+        bits = None
+        none = 0
         if state == PMD_TABLE:
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
+            none = zap.none_ptes(vma, slot, n)
+            if shmem and vma.shared and bm is not None:  # this VMA's PTEs (threads' VMAs may share a table)
+                first = max(vma.start, slot << 21) - (slot << 21) >> 12
+                last = min(vma.end, (slot + 1) << 21) - (slot << 21) >> 12
+                bits = first + np.flatnonzero(bm[first:last])
             pt.nr_pte_tables -= 1  # free_pgtables (after the zap, without the PTE lock)
             for pfn in range(slot << 9, (slot + 1) << 9):
                 pt.zero_ptes.discard(pfn)
@@ -130,8 +152,13 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             pt.zero_huge.discard(slot)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
-        yield c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n)
+        yield c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none)
+        flush = False
+        if bits is not None:
+            flush = yield from zap.zap_file_ptes(task, s, mm, vma, slot, bits, miss_ns, cpus)
         lk.release(task)
+        if flush:
+            yield from zap.force_flush_tail(task, s)
         slots.append(slot)
         if lru is not None:
             folio_nodes += lru.folios.pop((id(mm), slot), [])

@@ -31,11 +31,14 @@ from collections import deque
 from collections.abc import Generator, Hashable
 from typing import Any
 
+import numpy as np
+
 from mmsim.engine.core import Task
 from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
 from mmsim.mm import lru_anon
 from mmsim.mm.costs import path
+from mmsim.mm.zap import struct_page_ns, zap_stats
 
 I_PAGES_CLASS = "&mapping->i_pages (xa_lock)"
 I_MMAP_CLASS = "&mapping->i_mmap_rwsem"
@@ -64,6 +67,13 @@ class ShmemInode:
         self.vmas: list[Any] = []  # the i_mmap interval tree
         self.mtime_tick = -1
         self.stats = {"alloced": 0, "add_races": 0, "lock_waits": 0, "lookups": 0}
+        # folio flags folio_mark_accessed reads and writes at unmap (mm/zap.py): PG_referenced, PG_active
+        npages = -(-size // 4096)
+        self.referenced = np.zeros(npages, dtype=bool)
+        self.active = np.zeros(npages, dtype=bool)
+        # (id(mm), PMD slot) of PTE tables holding a dirty PTE of this file (do_shared_fault's write): the
+        # unmap's delay_rmap / force_flush
+        self.dirty_tables: set[tuple[int, int]] = set()
 
     def key(self, idx: int) -> Hashable:
         return ("F", self.ino, idx)
@@ -86,6 +96,7 @@ def shmem_metrics(s: Any) -> dict[str, float]:
     out = {f"shmem.{k}": float(v) for k, v in fault_stats(s).items()}
     for k in ("alloced", "add_races", "lock_waits"):
         out[f"shmem.{k}"] = float(sum(i.stats[k] for i in getattr(s, "shmem_inodes", [])))
+    out.update({f"munmap.{k}": float(v) for k, v in zap_stats(s).items()})
     return out
 
 
@@ -206,9 +217,14 @@ def folio_ref(task: Task, inode: ShmemInode, idx: int, func: str) -> int:
 
 # -- shmem_fault --------------------------------------------------------------------------------
 
-def shmem_fault(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, int]:
+def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -> Generator[Any, Any, int]:
     """``shmem_fault`` → ``shmem_get_folio_gfp(SGP_CACHE)``. Returns the folio's node; the folio
-    is locked and referenced."""
+    is locked and referenced.
+
+    A folio found in the page cache whose struct page line this CPU touched last (the line's owner) is
+    read from where ``reuse_bytes`` of this CPU's references since put it (mm/zap.py
+    ``struct_page_ns``: the L2, the L3 or memory; the caller's lower bound, 72 B per page of the VMA);
+    a line another CPU wrote last costs its transfer (:func:`folio_ref`) instead."""
     s = inode.system
     fault_stats(s)["shmem_faults"] += 1
     ns, ins = path("shmem_fault", s.machine.freq_ghz)
@@ -219,6 +235,11 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, 
         d = s.counters.busy(task.cpu, "filemap_get_entry", ns, ins)
         node = inode.pages.get(idx)
         if node is not None:
+            if reuse_bytes and s.page_line(inode.key(idx)).owner == task.cpu:
+                miss = int(struct_page_ns(s, task.cpu, reuse_bytes))
+                if miss:
+                    zap_stats(s)["fault_struct_page_misses"] += 1
+                    d += s.counters.busy(task.cpu, "filemap_get_entry [struct page]", miss)
             yield d + folio_ref(task, inode, idx, "filemap_get_entry")  # folio_try_get
             yield from folio_lock(task, inode, idx)
             return node

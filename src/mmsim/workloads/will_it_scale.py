@@ -381,6 +381,13 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
     # the folios' struct page lines as the skipped faults leave them: written last by this CPU
     # (finish_fault's rmap count, folio_mark_dirty, folio_unlock), so later faults find them here
     now = s.engine.now
+    from mmsim.mm.memory_file import _reuse
+    from mmsim.mm.zap import struct_page_ns, zap_stats
+
+    if struct_page_ns(s, t.cpu, _reuse(vma)) > 0:  # the count shmem_fault keeps (its time was extrapolated)
+        fresh = set(new)
+        zap_stats(s)["fault_struct_page_misses"] += sum(
+            1 for idx in range(first, first + k) if idx not in fresh and s.page_line(inode.key(idx)).owner == t.cpu)
     for idx in range(first, first + k):
         s.page_line(inode.key(idx)).write(t.cpu, now)
     end = addr + k * PAGE
@@ -398,6 +405,7 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
             pt.nr_pte_tables += 1
             pa.take_owned_functional(node, 0, (mm, slot), t.cpu)
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
+        inode.dirty_tables.add((id(mm), slot))  # do_shared_fault's PTEs are dirty
         a = nxt
 
 
@@ -413,6 +421,15 @@ class PageFault3(_FileFault):
     description = ("will-it-scale page_fault3: MAP_SHARED 128M of a tmpfs file, write every page, munmap; "
                    "ops = pages written")
     shared = True
+    # The unmap's folio_mark_accessed (mm/zap.py) sets PG_referenced at the first round, activates every
+    # folio at the second and sets PG_referenced again at the third; from the fourth on it finds each folio
+    # active and referenced and does nothing, which is will-it-scale's steady state (its runs last minutes,
+    # hundreds of rounds). So three rounds come before the counted ones.
+    params = {
+        **_FileFault.params,
+        "warmup": ParamInfo(3, "rounds per task before counting (1: populate the page cache; 2-3: the unmaps "
+                            "that reference and activate its folios)", parse_int(0), "an integer >= 0"),
+    }
 
 
 register(PageFault2())

@@ -1,0 +1,157 @@
+"""What ``zap_pte_range`` does per PTE table beyond clearing present PTEs (mm/memory.c, v6.7).
+
+Read in mm/memory.c of v6.7 (``zap_pte_range``: page_remove_rmap, ``tlb_delay_rmap``, hugetlb_zap_begin
+and ``zap_install_uffd_wp_if_needed`` taking ``details``; the code the store holds as id 39934386522),
+mm/mmu_gather.c and mm/swap.c of the same release. Session 9 (issues 15 and 22) added:
+
+* **The walk over none PTEs.** ``zap_pte_range(addr, end)`` reads every PTE slot of the range and
+  ``continue``s past each ``pte_none`` one: a VMA that touched one page of a 2 MiB table (malloc1's
+  header) pays 511 of these. ``zap_pte_range/none`` per slot.
+* **A present PTE that maps a page-cache folio** (``!PageAnon``): ``pte_dirty`` → ``set_page_dirty``
+  (shmem: ``noop_dirty_folio``, the folio is dirty already) and, since ``tlb_delay_rmap`` is true on x86,
+  ``delay_rmap`` and ``force_flush``; ``pte_young`` → ``mark_page_accessed``; ``page_remove_rmap`` (at once
+  or in ``tlb_flush_rmaps``): the ``_mapcount`` atomic and ``__lruvec_stat_mod_folio(NR_FILE_MAPPED)``;
+  ``__tlb_remove_page``; then ``tlb_flush_mmu`` → ``free_pages_and_swap_cache`` → ``release_pages``:
+  ``folio_put_testzero`` (the page cache keeps its reference, nothing is freed). Charged as one measured
+  aggregate, ``zap_pte_range/file``, plus the state-dependent parts below.
+* **The folio's ``struct page`` line.** The fault touched it (``folio_try_get``, the lock, the rmap) a
+  whole round earlier. Between the two, this CPU referenced at least the struct page lines (64 B) and the
+  PTEs (8 B) of every other page of the mapping, so the line's reuse distance is at least
+  ``72 B x present file PTEs``: a hit in the L2 (exact LRU, as machine/hierarchy.py treats the L2) while that
+  is smaller than the L2, else an L3 hit (``latency_ns`` of the L3) while smaller than the L3, else memory.
+  A lower bound: the user's own stores and the kernel's other lines are not counted.
+* **``folio_mark_accessed``** (mm/swap.c v6.7) as a state machine per folio (``PG_referenced``,
+  ``PG_active``, kept in :class:`~mmsim.mm.shmem.ShmemInode`): not referenced → set it; referenced and
+  inactive → ``folio_activate`` (mm/lru_anon.py: the per-CPU ``activate`` batch, moved under
+  ``lruvec->lru_lock``) and clear it; referenced and active → nothing. A page_fault3 file's pages are
+  activated at the second unmap of their mapping and left alone from the fourth on.
+* **The same line at the next fault** (mm/shmem.py ``shmem_fault``, a folio found in the page cache): the
+  same lower bound, when this CPU touched the line last (``fault_struct_page_misses``).
+* **``force_flush`` per table** with a dirty shared PTE: ``tlb_flush_mmu_tlbonly`` → ``flush_tlb_mm_range``
+  over the table's range (512 pages > ``tlb_single_page_flush_ceiling`` = 33: a full flush of the mm;
+  the IPI round trip to each other CPU of ``mm_cpumask``, as mm/munmap.py charges the final flush), and
+  ``tlb_flush_mmu`` → ``free_pages_and_swap_cache`` → ``lru_add_drain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+
+from mmsim.engine.core import Task
+from mmsim.mm.costs import path
+
+STRUCT_PAGE_BYTES = 64  # sizeof(struct page) on x86-64: one cache line
+PTE_BYTES = 8
+PTRS_PER_PTE = 512
+ZAP_STATS = ("zap_none_ptes", "zap_file_ptes", "zap_struct_page_misses", "zap_force_flushes", "folio_activate",
+             "folio_set_referenced", "fault_struct_page_misses")
+
+
+def zap_stats(s: Any) -> dict[str, int]:
+    """Counts of the pieces above (no vm_event_item counts them, except ``pgactivate``)."""
+    st: dict[str, int] | None = getattr(s, "zap_stats", None)
+    if st is None:
+        st = s.zap_stats = dict.fromkeys(ZAP_STATS, 0)
+    return st
+
+
+def none_ptes(vma: Any, slot: int, present: int) -> int:
+    """PTE slots of PMD ``slot`` inside ``vma`` that ``zap_pte_range`` walks past as ``pte_none``."""
+    lo = max(int(vma.start), slot << 21)
+    hi = min(int(vma.end), (slot + 1) << 21)
+    return max(0, ((hi - lo) >> 12) - present)
+
+
+def scan_none(task: Task, s: Any, n: int) -> int:
+    """``zap_pte_range``'s ``pte_none`` → ``continue`` for ``n`` slots. Returns ns charged."""
+    if n <= 0:
+        return 0
+    zap_stats(s)["zap_none_ptes"] += n
+    cyc, ins = path("zap_pte_range/none", 1.0)
+    d: int = s.counters.busy(task.cpu, "unmap_page_range", int(cyc * n / s.machine.freq_ghz), ins * n)
+    return d
+
+
+def struct_page_ns(s: Any, cpu: int, reuse_bytes: int) -> float:
+    """The cost of reading a struct page line last touched ``reuse_bytes`` of this CPU's references ago:
+    0 in the L2, the L3's latency in the L3, else the memory latency of the CPU's node."""
+    m = s.machine
+    try:
+        l2 = m.cache("L2").size_kib * 1024
+    except KeyError:
+        l2 = 0
+    if reuse_bytes < l2:
+        return 0.0
+    try:
+        l3 = m.cache("L3")
+    except KeyError:
+        return float(m.mem_latency_ns(cpu, m.cpu_node(cpu)))
+    if reuse_bytes < l3.size_kib * 1024:
+        return float(l3.latency_ns)
+    return float(m.mem_latency_ns(cpu, m.cpu_node(cpu)))
+
+
+def file_reuse_bytes(n_file: int) -> int:
+    """The lower bound on a file folio's struct page reuse distance in a round over ``n_file`` pages."""
+    return n_file * (STRUCT_PAGE_BYTES + PTE_BYTES)
+
+
+def zap_file_ptes(
+    task: Task, s: Any, mm: Any, vma: Any, slot: int, bits: np.ndarray, miss_ns: float, cpus: list[int]
+) -> Generator[Any, Any, bool]:
+    """The file-folio work of ``zap_pte_range`` for the present PTEs ``bits`` (indices into the table) of a
+    shared tmpfs VMA, under the table's PTE lock. Returns ``force_flush`` (a dirty PTE was zapped): the
+    caller runs :func:`force_flush_tail` after dropping the lock."""
+    from mmsim.mm import lru_anon
+
+    inode = vma.file
+    n = len(bits)
+    if n == 0:
+        return False
+    cpu = task.cpu
+    st = zap_stats(s)
+    st["zap_file_ptes"] += n
+    f = s.machine.freq_ghz
+    cyc, ins = path("zap_pte_range/file", 1.0)
+    d = s.counters.busy(cpu, "zap_pte_range [file folio]", int(cyc * n / f), ins * n)
+    if miss_ns > 0:
+        st["zap_struct_page_misses"] += n
+        d += s.counters.busy(cpu, "zap_pte_range [struct page]", int(miss_ns * n))
+    # folio_mark_accessed on every young PTE (each page was accessed through its PTE)
+    idx = ((slot << 21) - vma.start >> 12) + int(vma.pgoff) + bits.astype(np.int64)
+    ref, act = inode.referenced, inode.active
+    r, a = ref[idx], act[idx]
+    set_ref = idx[~r]
+    activate = idx[r & ~a]
+    ref[set_ref] = True
+    if len(set_ref):
+        st["folio_set_referenced"] += len(set_ref)
+        c2, i2 = path("folio_set_referenced", 1.0)
+        d += s.counters.busy(cpu, "folio_mark_accessed", int(c2 * len(set_ref) / f), i2 * len(set_ref))
+    yield d
+    if len(activate):
+        act[activate] = True
+        ref[activate] = False
+        st["folio_activate"] += len(activate)
+        yield from lru_anon.folio_activate(task, s, [inode.pages.get(int(i), 0) for i in activate])
+    dirty = (id(mm), slot) in inode.dirty_tables
+    inode.dirty_tables.discard((id(mm), slot))
+    if dirty:
+        # force_flush: tlb_flush_mmu_tlbonly (a full flush: the table's 512 pages > the ceiling of 33)
+        st["zap_force_flushes"] += 1
+        c3, i3 = path("flush_tlb_mm_range/full", 1.0)
+        xfer = s.machine.xfer_ns
+        ipi = sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)
+        yield s.counters.busy(cpu, "flush_tlb_mm_range", int(c3 / f + ipi), i3)
+    return dirty
+
+
+def force_flush_tail(task: Task, s: Any) -> Generator[Any, Any, None]:
+    """``tlb_flush_mmu`` after the PTE lock is dropped: ``free_pages_and_swap_cache`` → ``lru_add_drain``
+    (``release_pages``' per-folio work is in ``zap_pte_range/file``)."""
+    from mmsim.mm import lru_anon
+
+    yield from lru_anon.lru_add_drain(task, s)
