@@ -10,13 +10,7 @@ import pytest
 
 from mmsim.native import tasks, usemem
 
-try:
-    usemem.lib()
-    HAVE_CC = True
-except usemem.NoCompiler:
-    HAVE_CC = False
-
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+pytestmark = pytest.mark.skipif(not usemem.available(), reason="no C compiler")
 
 
 def test_write_stores_the_index_in_every_word() -> None:

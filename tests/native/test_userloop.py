@@ -10,13 +10,7 @@ import pytest
 
 from mmsim.native import usemem, userloop
 
-try:
-    usemem.lib()
-    HAVE_CC = True
-except usemem.NoCompiler:
-    HAVE_CC = False
-
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+pytestmark = pytest.mark.skipif(not usemem.available(), reason="no C compiler")
 
 
 def test_step_4096_touches_one_word_per_page() -> None:

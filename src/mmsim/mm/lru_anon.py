@@ -106,16 +106,22 @@ def _locked(task: Task, s: Any, lk: Spinlock, n: int, per: tuple[int, int], line
 def folio_batch_move_lru(task: Task, s: Any, st: AnonLru) -> Generator[Any, Any, None]:
     """mm/swap.c ``folio_batch_move_lru(fbatch, lru_add_fn)``, relocking when the node changes."""
     b = st.batches[task.cpu]
-    i = 0
-    while i < len(b):
-        node = b[i]
-        j = i
-        while j < len(b) and b[j] == node:
-            j += 1
-        yield from _locked(task, s, st.locks[node], j - i, LRU_ADD_FN, ADD_LINES, "folio_batch_move_lru")
-        st.nr_lru[node] += j - i
-        i = j
+    for node, n in _node_runs(b):
+        yield from _locked(task, s, st.locks[node], n, LRU_ADD_FN, ADD_LINES, "folio_batch_move_lru")
+        st.nr_lru[node] += n
     b.clear()
+
+
+def _node_runs(b: list[int]) -> list[tuple[int, int]]:
+    """The batch's folios as runs of one node, in order: (node, folios); ``folio_batch_move_lru`` relocks
+    ``lru_lock`` at each change of lruvec."""
+    runs: list[tuple[int, int]] = []
+    for node in b:
+        if runs and runs[-1][0] == node:
+            runs[-1] = (node, runs[-1][1] + 1)
+        else:
+            runs.append((node, 1))
+    return runs
 
 
 def folio_add_lru(task: Task, s: Any, node: int, large: bool) -> Generator[Any, Any, None]:
@@ -143,14 +149,8 @@ def _move_activate(task: Task, s: Any, st: AnonLru) -> Generator[Any, Any, None]
     """``folio_batch_move_lru(fbatch, folio_activate_fn)`` on this CPU's ``activate`` batch, relocking
     ``lru_lock`` when the node changes (the folios stay on the LRU: no size change)."""
     b = st.activate[task.cpu]
-    i = 0
-    while i < len(b):
-        node = b[i]
-        j = i
-        while j < len(b) and b[j] == node:
-            j += 1
-        yield from _locked(task, s, st.locks[node], j - i, ACTIVATE_FN, DEL_LINES, "folio_activate_fn")
-        i = j
+    for node, n in _node_runs(b):
+        yield from _locked(task, s, st.locks[node], n, ACTIVATE_FN, DEL_LINES, "folio_activate_fn")
     b.clear()
 
 

@@ -51,6 +51,15 @@ def lib() -> ctypes.CDLL:
     return dll
 
 
+def available() -> bool:
+    """Whether :func:`lib` loads here (a working C compiler built native/usemem.c)."""
+    try:
+        lib()
+    except NoCompiler:
+        return False
+    return True
+
+
 def wis_lib() -> ctypes.CDLL:
     """native/wis.c (will-it-scale's malloc1 loop) loaded, or :class:`NoCompiler`."""
     dll = _load(WIS_SOURCE, "wis.so", WIS_FLAGS, "malloc1's loop")
