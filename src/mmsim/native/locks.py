@@ -215,10 +215,10 @@ def native_rows(machine: str, log: Callable[[str], None], steps: Steps | None = 
                     f"calibrated transfer {sim_cal:.1f} ns/acq" if pp is not None and ok_pp else
                     f"line transfer not measured cleanly: simulated with the calibrated {calibrated:.1f} ns")
             if tr is not None:
-                note += (f"; traced run: {tr['handoffs_per_acq']:.2f} hand-offs per acquisition (model "
-                         f"{model['handoffs_per_acq']:.2f}), {tr['ns_per_handoff']:.1f} ns per hand-off "
-                         f"(model {sim / model['handoffs_per_acq'] if model['handoffs_per_acq'] else 0:.1f}) at a "
-                         f"{tr['xfer_ns']:.1f} ns transfer, {100 * tr['fast_share']:.0f}% without waiting")
+                note += (f"; traced run (its own placement: transfer {tr['xfer_ns']:.1f} ns): "
+                         f"{tr['handoffs_per_acq']:.2f} hand-offs per acquisition (model "
+                         f"{model['handoffs_per_acq']:.2f}), {tr['ns_per_handoff']:.1f} ns per hand-off, "
+                         f"{100 * tr['fast_share']:.0f}% of acquisitions without waiting")
             row = _row(machine, q, sim, nat[0], f"native lockbench on host CPUs {cpus[0]},{cpus[1]} "
                        f"(median of the {nat[2]} of {nat[3]} samples of {native_iters(hold, think)} "
                        f"iterations with cpu share >= {MIN_CPU_SHARE:.0%})", "native", note=note,
