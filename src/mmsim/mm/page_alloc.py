@@ -36,8 +36,13 @@ and the entry the block is inserted next to (head or tail); in
 half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
 and ``prep_compound_page`` write every tail page of a compound block. The
 owners of recent lines are remembered in a bounded table per zone; a line not
-in it counts as last written by the zone's home CPU. So a zone lock hand-off
-moves the data it protects, and a long batch under one hold amortises it.
+in it is in memory. So a zone lock hand-off moves the data it protects, and a
+long batch under one hold amortises it. A line this CPU touched last costs
+the level its caches still hold it in, by its reuse distance in the CPU's
+byte clocks (:mod:`mmsim.machine.hierarchy`): nothing in the L1d, else the
+L2 / LLC latency or memory, with the L2 streamer covering a vmemmap 4 KiB
+page of struct pages after two misses (``BuddyLists._own_ns``, session 10:
+docs/validation-paths.md).
 """
 
 from __future__ import annotations
