@@ -70,6 +70,7 @@ V312 = {
     "thp_anon_align": "off",
     "dev_zero_align": "off",
     "thp_cow": "copy",  # issue 15: 3917c80280c9 (v5.8) sets "split"
+    "pgtable_free": "page",  # issues 15/22: bare-metal tlb_remove_page; "rcu" is set per host (validate native)
 }
 
 

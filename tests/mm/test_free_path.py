@@ -63,7 +63,8 @@ def test_merge_writes_the_buddy_and_its_list_neighbours(tiny: Machine) -> None:
     _owner(z, 11, 2)  # its next: the other socket, 200 ns
     _owner(z, 2, 1)  # the failed order-1 buddy: CPU 1's own line, 0
     _owner(z, 6, 3, dirty=False)  # the order-1 list's first entry: clean on the other socket, 200
-    # pfn 4 (the order+1 buddy buddy_merge_likely reads) and free_area[0], [1]: home CPU 0, 50 each
+    # pfn 4 (the order+1 buddy buddy_merge_likely reads): no table remembers it, so it is in memory
+    # (tiny: 100 ns from socket 0); free_area[0], [1]: home CPU 0, 50 each
     pa.lines = 0
     assert pa._free_one_page(z, 1, 0, 0, 7, MIGRATE_MOVABLE) == 1
     # merged to order 1 at pfn 0; 4 is not free at order 2, so it goes to the head of order 1
@@ -72,10 +73,11 @@ def test_merge_writes_the_buddy_and_its_list_neighbours(tiny: Machine) -> None:
     # lines: buddy 1, its neighbours 21 and 11, failed buddy 2, order+1 buddy 4, old first 6:
     # 3 + 3 per merge (the freed page's own line is the caller's: free_pcppages_bulk)
     assert pa.lines == 6
-    assert pa._cs == 10 + 50 + 200 + 0 + 50 + 200 + 50 + 50
-    # every written line now belongs to CPU 1; the read ones keep their writer but are clean
+    assert pa._cs == 10 + 50 + 200 + 0 + 100 + 200 + 50 + 50
+    # every written line now belongs to CPU 1; a read one keeps its writer; pfn 4, read from memory,
+    # is held clean by CPU 1
     assert [z.page_owner[p] for p in (1, 21, 11, 6)] == [1 << 1 | 1] * 4
-    assert z.page_owner[2] == 1 << 1 | 1 and z.page_owner[4] == 0 << 1 | 0
+    assert z.page_owner[2] == 1 << 1 | 1 and z.page_owner[4] == 1 << 1 | 0
 
 
 def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
@@ -89,10 +91,12 @@ def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
     # order 1, so a merge is likely soon: add_to_free_list_tail, next to the old last entry 11
     assert pa._free_one_page(z, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(fa[0][MIGRATE_MOVABLE]) == [21, 11, 0]
-    # lines: failed buddy 1 (read), order+1 buddy 2 (read), old last entry 11 (written); all
-    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each. free_area: the tail
-    # insert writes head.prev (byte 24 of free_area[0], line 0) and nr_free (byte 96, line 1)
-    assert pa.lines == 3 and pa.zone_lines == 2 and pa._cs == 3 * 10 + 2 * 10
+    # lines: failed buddy 1 (read), order+1 buddy 2 (read), old last entry 11 (written); no table
+    # remembers them: in memory (100 ns), all three in vmemmap page 0 (struct pages 0-63), so the
+    # L2 streamer covers the third after STREAM_START = 2 misses: an L2 hit (12 ns). free_area: the
+    # tail insert writes head.prev (byte 24 of free_area[0], line 0) and nr_free (byte 96, line 1),
+    # last written by the home CPU 0, an SMT sibling of CPU 4: 10 ns each
+    assert pa.lines == 3 and pa.zone_lines == 2 and pa._cs == 2 * 100 + 12 + 2 * 10
     # the same free with 2 in use goes to the head: head.next (byte 16, line 0) and nr_free
     pa2, z2 = _bare_zone(tiny)
     for pfn in (11, 21):
@@ -100,7 +104,7 @@ def test_buddy_merge_likely_puts_the_block_at_the_tail(tiny: Machine) -> None:
     pa2.zone_lines = 0
     assert pa2._free_one_page(z2, 4, 0, 0, 3, MIGRATE_MOVABLE) == 0
     assert list(z2.free_area[0][MIGRATE_MOVABLE]) == [0, 21, 11]
-    assert pa2.zone_lines == 2 and pa2._cs == 3 * 10 + 2 * 10
+    assert pa2.zone_lines == 2 and pa2._cs == 2 * 100 + 12 + 2 * 10
 
 
 def test_no_order_plus_one_read_at_max_order_minus_one(tiny: Machine) -> None:
@@ -190,9 +194,10 @@ def test_empty_orders_scanned_are_read_once_per_cpu(tiny: Machine) -> None:
     # head.next of orders 0 and 1 read (lines 0, 1: home CPU 0, dirty: 50 each); order 2's only
     # entry taken (head.next/prev on line 3, nr_free on 4: 100); expand to orders 1 and 0, each
     # into an empty list: order 1 {1, 2, 3}: line 2 new (50), order 0 {0, 1}: both CPU 1's now.
-    # struct pages: block 4, halves 6 and 5: 3 x 50
+    # struct pages: block 4, halves 6 and 5, remembered by no table: memory (100 ns) for the first
+    # two, the third streamed (vmemmap page 0's third miss): an L2 hit, 12 ns
     assert pa.zone_lines == 2 + 2 + 3 + 2
-    assert pa._cs == 2 * 50 + 100 + 50 + 3 * 50
+    assert pa._cs == 2 * 50 + 100 + 50 + 2 * 100 + 12
     assert z.area_lines[0] == 1 << 1 | 1 and z.area_lines[3] == 1 << 1 | 1
 
 
@@ -207,3 +212,34 @@ def test_nr_free_pages_folds_past_the_threshold(tiny: Machine) -> None:
     assert pa._stat_diff[1][0] == 0 and pa.stat_folds == 1 and pa._cs == 2 * 50
     pa._mod_free_pages(z, 2, -(t + 1))  # CPU 2, the other socket: 200 each
     assert pa.stat_folds == 2 and pa._cs == 2 * 50 + 2 * 200
+
+
+def test_own_line_costs_the_level_still_holding_it(tiny: Machine) -> None:
+    """A struct page line CPU 1 touched last, by its reuse distance in CPU 1's byte clocks (tiny:
+    L1d 32 KiB, L2 256 KiB at 12 ns, inclusive LLC 1 MiB 16-way at 40 ns, memory 100 ns)."""
+    pa, z = _bare_zone(tiny)
+    l2, l3 = pa.cache.l2.of_cpu[1], pa.cache.llc.of_cpu[1]
+    assert pa._line(z, 100, 1, True) == 100  # no table remembers it: memory
+    kib = 1024
+    for d2, d3, ns in [(16 * kib, 16 * kib, 0),  # within an L1d's worth: inside the path instructions
+                       (128 * kib, 128 * kib, 12),  # L1d evicted, L2 holds it
+                       (512 * kib, 128 * kib, 40),  # L2 evicted; the LLC (Poisson(2) <= 15 ways: 1)
+                       (512 * kib, 64 * 1024 * kib, 100)]:  # past the LLC's horizon: memory
+        pa._end_section()
+        l2._clock += d2
+        l3._clock += d3
+        assert pa._line(z, 100, 1, True) == ns
+    assert pa._line(z, 100, 1, False) == 0  # just touched
+
+
+def test_streamer_covers_a_vmemmap_page_after_two_misses(tiny: Machine) -> None:
+    pa, z = _bare_zone(tiny)
+    # three lines of vmemmap page 2 (struct pages 128-191), descending: memory, memory, then the
+    # streamer's (STREAM_START = 2) prefetch into the L2
+    assert [pa._line(z, p, 0, False) for p in (190, 150, 130)] == [100, 100, 12]
+    # 32 other pages' first misses push page 2 out of the streamer's 32 trackers
+    assert [pa._line(z, (10 + i) << 6, 0, False) for i in range(32)] == [100] * 32
+    assert pa._line(z, 131, 0, False) == 100
+    assert pa._line(z, 132, 0, False) == 100 and pa._line(z, 133, 0, False) == 12
+    pa._end_section()  # the stream state does not outlive a zone->lock section
+    assert pa._line(z, 134, 0, False) == 100

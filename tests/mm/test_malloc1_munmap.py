@@ -16,8 +16,9 @@ from mmsim.workloads.will_it_scale import Malloc1, malloc_mmap_size
 LEN = malloc_mmap_size(128 << 20)
 
 
-def run_loop(kernel: str, n: int = 3) -> tuple[System, MmStruct, list[str], list[int]]:
-    s = System(get_machine("tiny"), resolve(kernel), seed=0)
+def run_loop(kernel: str, n: int = 3, overrides: dict[str, str] | None = None,
+             ) -> tuple[System, MmStruct, list[str], list[int]]:
+    s = System(get_machine("tiny"), resolve(kernel, overrides=overrides), seed=0)
     s.page_alloc.track_owners = True
     lru_anon.enable(s)
     mm = MmStruct(s, home_cpu=0)
@@ -104,3 +105,57 @@ def test_each_new_vma_prepares_and_unlinks_its_anon_vma_once() -> None:
     assert (prof["__anon_vma_prepare"].ns, prof["__anon_vma_prepare"].insns) == (3 * 700, 3 * 600)
     assert (prof["unlink_anon_vmas"].ns, prof["unlink_anon_vmas"].insns) == (3 * 500, 3 * 450)
     assert prof["do_mmap_pgoff"].ns == 3 * 3080 and prof["do_munmap"].ns == 3 * 8216
+
+
+def test_tlb_finish_mmu_flushes_one_page_locally_for_the_header_and_nothing_when_untouched() -> None:
+    # the header PTE and its table's pte_free_tlb cover [vma.start, +4 KiB): 1 page <= the ceiling of 33,
+    # so flush_tlb_mm_range/local (779 cycles = 779 ns on tiny's 1 GHz) per munmap; a THP (one huge PMD,
+    # stride PMD_SHIFT: 1 entry) also flushes locally; one CPU in mm_cpumask: no IPI
+    s, _, kinds, _ = run_loop("d4148aeab412")
+    assert kinds == ["anon"] * 3
+    assert s.counters.profile_total()["flush_tlb_mm_range"].ns == 3 * 779
+    s, _, kinds, _ = run_loop("d4148aeab412^")
+    assert kinds == ["thp"] * 3
+    assert s.counters.profile_total()["flush_tlb_mm_range"].ns == 3 * 779
+
+
+def test_gather_range_decides_local_or_full_flush() -> None:
+    import numpy as np
+
+    from mmsim.mm.mmap import Vma
+    from mmsim.mm.munmap import Gather
+
+    s = System(get_machine("tiny"), resolve("v6.7"), seed=0)
+    vma = Vma(0x200000, 0x200000 + (64 << 21))
+    g = Gather()
+    assert g.flush_ns(s) == 0  # untouched: tlb->end == 0, no flush
+    bm = np.zeros(512, dtype=bool)
+    bm[[3, 32]] = True  # with the table's page at the VMA start: pages 0..32, 33 pages, the ceiling itself
+    g = Gather()
+    g.zap_table(vma, 1, bm)
+    assert g.flush_ns(s) == 779 and (g.start, g.end) == (0x200000, 0x200000 + (33 << 12))
+    bm[33] = True  # 34 pages > 33
+    g = Gather()
+    g.zap_table(vma, 1, bm)
+    assert g.flush_ns(s) == 300
+    g = Gather()  # 64 tables of only none PTEs after a force flush's reset: 64 PMD strides > 33
+    for slot in range(1, 65):
+        g.zap_table(vma, slot, None)
+    assert g.flush_ns(s) == 300 and not g.cleared_ptes
+
+
+def test_pgtable_free_rcu_batches_the_tables_through_call_rcu() -> None:
+    # tlb_remove_table: a batch page per munmap that freed a table (alloc + free through the PCP), the batch
+    # set-up 441, call_rcu 208, the RCU callback 200 cycles; the default (tlb_remove_page) charges none of it
+    base, *_ = run_loop("d4148aeab412")
+    s, mm, kinds, _ = run_loop("d4148aeab412", overrides={"pgtable_free": "rcu"})
+    prof = s.counters.profile_total()
+    assert kinds == ["anon"] * 3
+    assert (prof["tlb_remove_table"].ns, prof["call_rcu"].ns, prof["tlb_remove_table_rcu"].ns) == (
+        3 * 441, 3 * 208, 3 * 200)
+    assert "tlb_remove_table" not in base.counters.profile_total()
+    from mmsim.mm.page_alloc import PGALLOC
+
+    pgalloc = [sum(v[PGALLOC] for v in x.counters.vm) for x in (base, s)]
+    assert pgalloc[1] - pgalloc[0] == 3  # one batch page per iteration
+    assert mm.pgtables.nr_pte_tables == 0 and s.page_alloc.free_pages_count() == base.page_alloc.free_pages_count()

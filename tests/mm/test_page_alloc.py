@@ -147,15 +147,16 @@ def test_critical_section_pays_the_lines_it_writes(tiny: Machine) -> None:
     assert _alloc(s, 5, 0, 9) == [0]
     # v3.13 has no PCP for order 9: zone->lock line from its home CPU 0 to CPU 5 (same
     # socket, 50 ns), __rmqueue 70 cycles, and the lines touched under the lock, all last
-    # written by CPU 0 (50 ns each): the block's struct page (a pristine block: no list
-    # neighbour) and the freed upper half's (the order-9 list was empty); free_area lines
+    # written by CPU 0 (50 ns each), except struct pages no table remembers: the block's (a
+    # pristine block: no list neighbour) and the freed upper half's (the order-9 list was empty),
+    # both from memory (100 ns; vmemmap pages 0 and 8, one miss each); free_area lines
     # (struct free_area is 104 bytes): the empty order-9 list's head.next read (line 14), the
     # order-10 head.next and nr_free written (lines 16, 17), then the order-9 head.prev (line 15;
     # head.next and nr_free are on lines 14 and 16, already CPU 5's). NR_FREE_PAGES -512 is past
     # the zone's stat_threshold: a fold into zone->vm_stat and vm_zone_stat (2 lines). After the
     # lock, prep_compound_page writes 511 tail pages, 10 at a time: 52 transfers of 50 ns.
     assert s.page_alloc._stat_threshold == [40, 40]  # 2 x fls(8 CPUs) x (1 + fls(1 GiB / 128 MiB))
-    assert s.engine.now == 50 + 70 + (2 + 4 + 2) * 50 + 52 * 50
+    assert s.engine.now == 50 + 70 + 2 * 100 + (4 + 2) * 50 + 52 * 50
     assert s.page_alloc.stat_folds == 1
     assert dict(s.page_alloc.zones[0].free_area[9][MIGRATE_MOVABLE]) == {512: COLD}
 

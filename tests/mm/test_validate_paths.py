@@ -5,19 +5,21 @@ from __future__ import annotations
 from mmsim.mm.validate_paths import PUBLISHED, _row, format_paths, section_times
 
 
-def test_one_task_refill_is_batch_times_the_path_on_tiny() -> None:
-    """tiny at 1 GHz, one task on CPU 0 (zone 0's home): every line is its own, so a refill under
-    zone->lock is batch x the __rmqueue path (70 cycles) and nothing else, at any batch. 2 MiB:
-    512 pages + a PMD and a PTE table come in 9 refills of 63, leaving 53 on the PCP; munmap frees
-    the 512 pages and the PTE table: the PCP reaches high = 2 x 63 at the 73rd free, then every 63
-    frees: 7 drains of 63."""
+def test_one_task_sections_on_tiny() -> None:
+    """tiny at 1 GHz, one task on CPU 0 (zone 0's home). 2 MiB: 512 pages + a PMD and a PTE table
+    come in 9 refills of 63, leaving 53 on the PCP; munmap frees the 512 pages and the PTE table:
+    the PCP reaches high = 2 x 63 at the 73rd free, then every 63 frees: 7 drains of 63. A refill
+    costs batch x the __rmqueue path (70 cycles) plus its lines by where CPU 0's caches still hold
+    them (test_free_path.py derives those costs by hand): the struct pages of a never-touched
+    block come from memory, 2 per vmemmap 4 KiB page before the streamer covers the rest.
+    The averages are this model's values (regression pins: a change to the line model moves them)."""
     small = {"memsize": "2m", "loops": "1"}
     t63 = section_times("tiny", 63, small)
-    assert t63["alloc"] == 63 * 70 / 1000
-    assert t63["alloc_sections"] == 9  # 512 pages + 2 page tables (PMD, PTE) in refills of 63
+    assert t63["alloc_sections"] == 9 and t63["free_sections"] == 7
+    assert t63["alloc"] == 5.641555555555556 and t63["free"] == 7.671428571428572
+    assert t63["alloc"] > 63 * 70 / 1000  # the lines cost on top of the path
     t255 = section_times("tiny", 255, small)
-    assert t255["alloc"] == 255 * 70 / 1000 and t255["alloc_sections"] == 3
-    assert t63["free_sections"] == 7 and t63["free"] > 0
+    assert t255["alloc_sections"] == 3 and t255["alloc"] == 22.554
 
 
 def test_rows_and_published_figures() -> None:

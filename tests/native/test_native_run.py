@@ -224,3 +224,13 @@ def test_thp_memscale_matches_the_simulated_parameters(mode: str) -> None:
 def test_thp_memscale_needs_a_cpu_per_thread() -> None:
     with pytest.raises(UserError, match="-p threads"):
         run_native(NativeSpec("thp_memscale", {"threads": str(len(os.sched_getaffinity(0)) + 1)}))
+
+
+def test_pgtable_free_follows_the_boot_log_then_the_release() -> None:
+    # arch/x86/kernel/kvm.c kvm_guest_init prints this exactly where it sets tlb_remove_table
+    assert sysinfo.pgtable_free("[0.1] kvm-guest: KVM setup pv remote TLB flush\n", "5.4.0")[0] == "rcu"
+    assert sysinfo.pgtable_free("[0.1] Hyper-V: Using hypercall for remote TLB flush\n", "6.6.1")[0] == "rcu"
+    assert sysinfo.pgtable_free("[0.1] Booting Linux on physical CPU 0x0\n", "6.6.1") == (
+        "page", "boot log has no paravirt TLB-flush message")
+    assert sysinfo.pgtable_free("[0.1] Booting\n", "6.14.2")[0] == "rcu"
+    assert sysinfo.pgtable_free("", "6.6.1") == ("page", "boot log unreadable: assumed bare metal")

@@ -68,3 +68,52 @@ def test_native_samples_kept_by_cpu_share(monkeypatch: pytest.MonkeyPatch, tmp_p
     fake(clean[:3] + ["5000.0 0.2", "9000.0 0.3"])
     assert locks.native_ns("ticket", 0, 0, (0, 1)) == (102.0, 0.99, 3, 5)
     assert locks.native_iters(0, 0) == 2000 and locks.native_iters(1000, 500) == 125
+
+
+def test_native_trace_medians(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``lockbench ... trace``: medians of hand-offs per acquisition (column 3), ns per hand-off (9),
+    fast-path share (4) and the per-sample ping-pong (12) over the samples with cpu share >= 0.9."""
+    from mmsim.native import locks
+
+    good = [f"{20 + i}.0 0.99 0.{30 + i} 0.7 0.3 0 100 0.3 {80 + i}.0 0 0 {30 + i}.0" for i in range(11)]
+    out = "\n".join(good + ["900.0 0.5 0.99 0 1 0 1 5 900 0 0 130.0"]) + "\n"
+    monkeypatch.setattr(locks, "_helper", lambda: tmp_path / "lockbench")
+    monkeypatch.setattr(locks.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=out, stderr=""))
+    assert locks.native_trace("queued", 0, 0, (0, 1)) == {
+        "handoffs_per_acq": 0.35, "ns_per_handoff": 85.0, "fast_share": 0.7, "xfer_ns": 35.0, "kept": 11.0}
+    monkeypatch.setattr(locks.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="\n".join(good[:9]), stderr=""))
+    assert locks.native_trace("queued", 0, 0, (0, 1)) is None  # fewer than MIN_KEPT clean samples
+
+
+def test_no_verdict_when_native_lock_does_not_alternate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native lock that hands off less than 1 - tolerance (0.7) of the model's hand-offs per acquisition
+    gets no ns/acq verdict; its 0/0 case gets a ns/hand-off row instead (with a verdict)."""
+    from mmsim.native import locks
+
+    monkeypatch.setattr("mmsim.machine.host.model_to_host_cpus", lambda: [0, 1])
+    monkeypatch.setattr(locks, "NATIVE_CASES", (("queued", 0, 0), ("ticket", 0, 0)))
+    monkeypatch.setattr(locks, "machine_at_transfer", lambda m, x, where: m)
+
+    def fake_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> tuple[float, float, int, int]:
+        return (30.0, 1.0, 300, 300) if lock == "pingpong" else (20.0, 0.99, 290, 300)
+
+    def fake_trace(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float]:
+        h = 0.3 if lock == "queued" else 0.8
+        return {"handoffs_per_acq": h, "ns_per_handoff": 20.0 / h, "fast_share": 0.5, "xfer_ns": 30.0,
+                "kept": 290.0}
+
+    monkeypatch.setattr(locks, "native_ns", fake_ns)
+    monkeypatch.setattr(locks, "native_trace", fake_trace)
+    monkeypatch.setattr(locks, "simulated", lambda *a: {"ns_per_acq": 25.0, "acq_per_s": 4e7, "wait_ns": 0.0,
+                                                        "handoffs_per_acq": 1.0})
+    rows = {r["quantity"]: r for r in locks.native_rows("tiny", lambda s: None)}
+    q = rows["queued 2 threads hold=0 think=0 ns/acq"]
+    assert (q["ok"], q["error_pct"], q["native_handoffs_per_acq"]) == (None, 25.0, 0.3)
+    assert q["note"].startswith("no verdict: the native lock is not alternating")
+    qh = rows["queued 2 threads hold=0 think=0 ns/hand-off"]
+    assert (qh["reference"], qh["simulated"], qh["error_pct"], qh["ok"]) == (66.67, 25.0, -62.5, False)
+    t = rows["ticket 2 threads hold=0 think=0 ns/acq"]
+    assert (t["ok"], t["error_pct"]) == (True, 25.0)  # 0.8 hand-offs per acquisition: compared
+    assert rows["ticket 2 threads hold=0 think=0 ns/hand-off"]["error_pct"] == 0.0

@@ -310,6 +310,16 @@ POLICIES: dict[str, Policy] = {
                "get_unmapped_area_zero of a MAP_PRIVATE /dev/zero mapping: mm_get_unmapped_area (off), or "
                "thp_get_unmapped_area, PMD-aligned whenever len >= PMD_SIZE (849d5cff4d48, linux-next 2025-09)",
                "drivers/char/mem.c get_unmapped_area_zero()"),
+        # --- issue 15/22: page-table freeing at munmap (mm/munmap.py) ---
+        Policy("pgtable_free", ("page", "rcu"),
+               "how x86 ___pte_free_tlb frees an unmapped range's page tables: with the gathered pages "
+               "(tlb_remove_page: bare metal up to v6.13), or batched and freed after an RCU grace period "
+               "(tlb_remove_table, CONFIG_MMU_GATHER_RCU_TABLE_FREE: a KVM guest with PV TLB flush, whose "
+               "kvm_guest_init sets pv_ops.mmu.tlb_remove_table = tlb_remove_table; x86-64 on bare metal from "
+               "Qi Zheng's \"x86: mm: free page table pages by RCU instead of semi RCU\", posted 2024-12 for "
+               "linux-next: v6.14 by its merge window, not checked against a tag)",
+               "arch/x86/mm/pgtable.c ___pte_free_tlb(); arch/x86/kernel/kvm.c kvm_guest_init(); "
+               "mm/mmu_gather.c tlb_remove_table()"),
         # --- issue 15: THP COW split (3917c80280c9) ---
         Policy("thp_cow", ("copy", "split"),
                "a write to a write-protected anonymous huge PMD shared after fork (or the huge zero page): copy "
@@ -534,6 +544,8 @@ _V312 = {
     "dev_zero_align": "off",
     # --- issue 15: THP COW split (3917c80280c9) ---
     "thp_cow": "copy",
+    # --- issue 15/22: page-table freeing at munmap ---
+    "pgtable_free": "page",
 }
 
 

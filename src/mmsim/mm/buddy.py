@@ -8,8 +8,10 @@ model; the line counts are in docs/sources-page-alloc.md (C.2, C.3).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from mmsim.locks.spinlock import Spinlock
+from mmsim.machine.hierarchy import STREAM_START
 from mmsim.machine.presets import FILL_BUFFERS
 from mmsim.mm.free_list import NIL, FreeList
 
@@ -25,6 +27,10 @@ FALLBACKS = ((MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE), (MIGRATE_RECLAIMABLE, MIGRA
              (MIGRATE_UNMOVABLE, MIGRATE_MOVABLE))
 
 COLD = -1  # stamp of memory never written since boot
+# L2 streamer: "Detects and maintains up to 32 streams ... For each 4K byte page ... one forward and one
+# backward stream" (Intel Optimization Reference Manual §2.3.5.4, docs/sources-caches.md 2): the 4 KiB
+# vmemmap pages of struct pages tracked at once by BuddyLists._streamed
+STREAMS = 32
 
 # The free_area lines of struct zone (include/linux/mmzone.h, v6.6). ``struct free_area`` is
 # ``struct list_head free_list[MIGRATE_TYPES]`` (16 bytes each: ``next``, ``prev``) then ``unsigned
@@ -62,7 +68,8 @@ VM_STAT_LINE = FREE_AREA_LINES
 class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "page_owner", "tail_owner", "owner_cap",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "area_at", "page_owner", "page_at",
+        "tail_owner", "owner_cap",
         "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
     )
 
@@ -90,6 +97,9 @@ class Zone:
         self.area_lines = [home << 1 | 1] * (FREE_AREA_LINES + 1)
         # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines
         self.page_owner: dict[int, int] = {}
+        # pfn -> (L2, LLC byte clock of the CPU that touched it last, at that access): where it still is
+        self.page_at: dict[int, tuple[float, float]] = {}
+        self.area_at: list[tuple[float, float] | None] = [None] * (FREE_AREA_LINES + 1)
         # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
         self.tail_owner: dict[int, int] = {}
         self.owner_cap = owner_cap
@@ -123,33 +133,99 @@ class BuddyLists:
     _xrows: list[list[float] | None]
     _xfer: Callable[..., float]
     _ncpus: int
+    _global_at: list[tuple[float, float] | None]
+    _l2c: list[Any]
+    _l3c: list[Any]
+    _engine: Any
+    _l1_bytes: float
+    _lat2: float
+    _lat3: float
+    _mem_ns: Callable[[int, int], float]
+    _probs1: Callable[[float, float], tuple[float, float]]
+    _stream: dict[int, int]
+
+    def _end_section(self) -> None:
+        """A zone->lock section ended: the streamer state of its struct page lines is dropped."""
+        if self._stream:
+            self._stream = {}
 
     def _line(self, z: Zone, pfn: int, cpu: int, write: bool) -> float:
         """One access by ``cpu`` to the ``struct page`` line of ``pfn``: the transfer from the CPU
         that wrote it last (HITM while the line is dirty there, HIT once another CPU has read
-        it), 0 if ``cpu`` wrote it last. A write makes ``cpu`` the owner. A read followed by a
-        write of the same line in one kernel step is one access (the write). Lines not
-        remembered count as last written by the zone's home CPU."""
+        it); if ``cpu`` wrote it last, the level its own caches still hold it in
+        (:meth:`_own_ns`); a line no table remembers is in memory. A write makes ``cpu`` the
+        owner. A read followed by a write of the same line in one kernel step is one access
+        (the write). Every access stamps the line with ``cpu``'s byte clocks."""
         self.lines += 1
         po = z.page_owner
+        at = z.page_at
         st = po.get(pfn, -1)
+        k2 = self._l2c[cpu]._clock
+        k3 = self._l3c[cpu].advance(self._engine.now)
         if st < 0:
-            st = z.home << 1 | 1
             if len(po) >= z.owner_cap:
-                del po[next(iter(po))]
+                old = next(iter(po))
+                del po[old]
+                at.pop(old, None)
+            po[pfn] = cpu << 1 | int(write)  # a read from memory leaves it clean here
+            at[pfn] = (k2, k3)
+            return self._cold_ns(cpu, z.node, pfn)
+        if st >> 1 == cpu:
+            last = at.get(pfn)
             if write:
+                del po[pfn]
                 po[pfn] = cpu << 1 | 1
-            elif st >> 1 != cpu:
-                po[pfn] = st - 1
-        elif write:
+            at[pfn] = (k2, k3)
+            # a remembered line with no stamp (set by hand in tests) counts as just touched
+            return 0.0 if last is None else self._own_ns(cpu, z.node, pfn, k2 - last[0], k3 - last[1])
+        if write:
             del po[pfn]
             po[pfn] = cpu << 1 | 1
-        elif st & 1 and st >> 1 != cpu:
+        elif st & 1:
             po[pfn] = st - 1
+        at[pfn] = (k2, k3)
         row = self._xrows[st]
         if row is None:
             row = self._xrows[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]
         return row[cpu]
+
+    def _own_ns(self, cpu: int, node: int, key: int, d2: float, d3: float) -> float:
+        """A line ``cpu`` touched last, ``d2`` / ``d3`` bytes ago in its L2 / LLC byte clocks: 0 in
+        the L1d (an L1 hit is inside the path instructions; exact LRU, as the hierarchy's L2),
+        else the expected extra latency of the level the cache hierarchy finds it in (the
+        presets' L2 / L3 ``latency_ns``, the idle memory latency to ``node``), with the L2
+        streamer (:meth:`_streamed`) for struct page lines (``key`` = pfn >= 0)."""
+        if d2 < self._l1_bytes:
+            return 0.0
+        p2, p3 = self._probs1(d2, d3)
+        if p2 >= 1.0:
+            return self._lat2
+        if key >= 0 and self._streamed(key):
+            return self._lat2
+        return p2 * self._lat2 + p3 * self._lat3 + (1.0 - p2 - p3) * self._mem_ns(cpu, node)
+
+    def _cold_ns(self, cpu: int, node: int, key: int) -> float:
+        """A line no table remembers: in memory (with the streamer for struct page lines)."""
+        if key >= 0 and self._streamed(key):
+            return self._lat2
+        return self._mem_ns(cpu, node)
+
+    def _streamed(self, pfn: int) -> bool:
+        """The L2 streamer (Opt. manual §2.3.5.4: ascending and descending sequences, within a
+        4 KiB page): an L2 miss on the ``struct page`` of ``pfn`` is covered (prefetched into the
+        L2) after ``STREAM_START`` misses in the same vmemmap 4 KiB page (64 struct pages), as
+        the hierarchy treats a page's data; within one zone->lock section (the state is
+        dropped at :meth:`_end_section`; at most ``STREAMS`` pages tracked). Otherwise the miss is
+        counted here."""
+        vp = pfn >> 6
+        st = self._stream
+        n = st.get(vp, 0)
+        if n >= STREAM_START:
+            return True
+        if not n and len(st) >= STREAMS:
+            del st[next(iter(st))]  # the oldest tracked 4 KiB page makes room
+        st[vp] = n + 1
+        return False
 
     def _tails(self, z: Zone, pfn: int, order: int, cpu: int) -> float:
         """The tail ``struct page``s of a compound block, ``(1 << order) - 1`` lines written by
@@ -180,17 +256,28 @@ class BuddyLists:
         read), 0 if that is ``cpu``. A read leaves the line clean with ``cpu`` as its forwarder
         (MESIF's F state goes to the last requester); a later write by another sharer pays a HIT
         from it (the upgrade's snoop, approximated by a transfer)."""
-        return self._lines_op(z.area_lines, cpu, lines, write)
+        return self._lines_op(z.area_lines, cpu, lines, write, z.area_at, z.node)
 
-    def _lines_op(self, al: list[int], cpu: int, lines: tuple[int, ...], write: bool) -> float:
+    def _lines_op(self, al: list[int], cpu: int, lines: tuple[int, ...], write: bool,
+                  at: list[tuple[float, float] | None] | None = None, node: int = 0) -> float:
+        """``at``: the lines' stamps (``cpu``'s byte clocks at its last access), for the cost of a
+        line ``cpu`` took last by the level it is still in (:meth:`_own_ns`); None: free."""
         xr = self._xrows
         self.zone_lines += len(lines)
         ns = 0.0
+        if at is not None:
+            k2 = self._l2c[cpu]._clock
+            k3 = self._l3c[cpu].advance(self._engine.now)
         for ln in lines:
             st = al[ln]
+            if at is not None:
+                last = at[ln]
+                at[ln] = (k2, k3)
             if st >> 1 == cpu:
                 if write:
                     al[ln] = cpu << 1 | 1
+                if at is not None and last is not None:
+                    ns += self._own_ns(cpu, node, -1, k2 - last[0], k3 - last[1])
                 continue
             al[ln] = cpu << 1 | int(write)
             row = xr[st]
@@ -209,8 +296,8 @@ class BuddyLists:
         x = row[z.index] + delta
         if abs(x) > self._stat_threshold[z.index]:
             self.stat_folds += 1
-            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True) \
-                + self._lines_op(self._global_stat, cpu, (0,), True)
+            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True, z.area_at, z.node) \
+                + self._lines_op(self._global_stat, cpu, (0,), True, self._global_at, z.node)
             x = 0
         row[z.index] = x
 

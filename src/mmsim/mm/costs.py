@@ -211,6 +211,26 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # part: flush_tlb_func -> flush_tlb_local (a CR3 write or INVPCID of the ASID) and the bookkeeping; the
     # IPIs are charged apart. estimate (plausible 100-1,000 cycles)
     "flush_tlb_mm_range/full": (300, 100),
+    # arch/x86/mm/tlb.c flush_tlb_mm_range over at most tlb_single_page_flush_ceiling (33) pages, local part:
+    # inc_mm_tlb_gen, get_flush_tlb_info, flush_tlb_func -> flush_tlb_one_user (INVLPG per page). Native
+    # measurement on the calibration host (guest kernel 6.18, perf timer sampling over 100,001 rounds of the
+    # malloc1 pattern, session 9, docs/validation.md): 0.30 us per munmap that flushed 1 page = 779 cycles at
+    # 2.596 GHz, INVLPG included; the per-page part is not separated, so 2-33 pages cost the same here.
+    # Other machines: plausible 300-1,000 cycles.
+    "flush_tlb_mm_range/local": (779, 150),
+    # mm/mmu_gather.c tlb_remove_table (v6.7, CONFIG_MMU_GATHER_RCU_TABLE_FREE, policy pgtable_free=rcu): the
+    # first table of an mmu_gather takes a batch page (__get_free_page(GFP_NOWAIT), charged by the allocator)
+    # and starts it; this is the rest. Native measurement on the calibration host (same profile): 0.50 us in
+    # tlb_remove_table of which 0.33 us __get_free_pages: 0.17 us = 441 cycles (the batch page's first line
+    # written included). Other machines: plausible 100-600 cycles.
+    "tlb_remove_table": (441, 60),
+    # kernel/rcu/tree.c __call_rcu_common from tlb_table_flush -> tlb_remove_table_free. Native measurement on
+    # the calibration host (same profile): 0.08 us = 208 cycles. Other machines: plausible 50-300 cycles.
+    "call_rcu": (208, 80),
+    # kernel/rcu/tree.c rcu_do_batch invoking tlb_remove_table_rcu -> __tlb_remove_table_free for one batch
+    # (the RCU softirq's per-callback work; the page frees are charged by the allocator). estimate
+    # (plausible 100-1,000 cycles; not in the host profile, which sampled the munmap only)
+    "tlb_remove_table_rcu": (200, 100),
 }
 
 

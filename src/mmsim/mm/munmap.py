@@ -26,6 +26,84 @@ from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
 
+PAGE_SHIFT = 12
+# arch/x86/mm/tlb.c tlb_single_page_flush_ceiling (v4.7+ default): above it flush_tlb_mm_range flushes the mm
+TLB_SINGLE_PAGE_FLUSH_CEILING = 33
+
+
+class Gather:
+    """The parts of ``struct mmu_gather`` (mm/mmu_gather.c, include/asm-generic/tlb.h v6.7) that decide the
+    final flush: ``start``/``end``, ``cleared_ptes`` / ``cleared_pmds`` (the stride of
+    ``tlb_get_unmap_shift``) and the page tables handed to ``pte_free_tlb``."""
+
+    __slots__ = ("start", "end", "cleared_ptes", "tables")
+
+    def __init__(self) -> None:
+        self.tables: list[int] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """``__tlb_reset_range`` after a flush (a ``force_flush`` of a table's dirty shared PTEs)."""
+        self.start, self.end, self.cleared_ptes = 1 << 64, 0, False
+
+    def add(self, addr: int, size: int, pte: bool) -> None:
+        """``__tlb_adjust_range`` (with ``tlb_flush_pte_range`` for a PTE, ``tlb_flush_pmd_range`` for a huge
+        PMD and for a freed table: ``pte_free_tlb`` adds ``PAGE_SIZE`` at the table's address)."""
+        self.start = min(self.start, addr)
+        self.end = max(self.end, addr + size)
+        self.cleared_ptes |= pte
+
+    def zap_table(self, vma: Vma, slot: int, bm: Any) -> None:
+        """A PTE table's present entries inside ``vma`` (their lowest and highest page); the table itself is
+        added by :meth:`flush_ns` (``free_pgtables`` runs after the zap: ``free_pte_range`` is called with the
+        range's address in that PMD, the VMA's start in its first)."""
+        base = slot << PMD_SHIFT
+        lo = max(vma.start, base)
+        self.tables.append(lo)
+        if bm is not None:
+            first, last = (lo - base) >> PAGE_SHIFT, (min(vma.end, base + (1 << PMD_SHIFT)) - base) >> PAGE_SHIFT
+            idx = np.flatnonzero(bm[first:last])
+            if len(idx):
+                self.add(base + ((first + int(idx[0])) << PAGE_SHIFT), (int(idx[-1]) - int(idx[0]) + 1) << PAGE_SHIFT,
+                         True)
+
+    def flush_ns(self, s: Any) -> int:
+        """``tlb_flush`` → ``flush_tlb_mm_range``'s local part (arch/x86/mm/tlb.c v6.7): nothing for an empty
+        range (an untouched mapping); INVLPG per page up to the ceiling, else a full flush of the mm. The
+        stride is ``PAGE_SHIFT`` if any PTE was cleared since the last flush, else ``PMD_SHIFT``."""
+        for addr in self.tables:  # free_pgtables -> pte_free_tlb: tlb_flush_pmd_range(tlb, addr, PAGE_SIZE)
+            self.add(addr, 1 << PAGE_SHIFT, False)
+        if not self.end:
+            return 0
+        shift = PAGE_SHIFT if self.cleared_ptes else PMD_SHIFT
+        full = (self.end - self.start) >> shift > TLB_SINGLE_PAGE_FLUSH_CEILING
+        ns, _ = path("flush_tlb_mm_range/full" if full else "flush_tlb_mm_range/local", s.machine.freq_ghz)
+        return ns
+
+    def rcu(self, s: Any) -> bool:
+        """Tables were freed and go through ``tlb_remove_table``'s RCU batch (policy ``pgtable_free``)."""
+        return bool(self.tables) and s.policy("pgtable_free") == "rcu"
+
+    def free_tables(self, task: Task, s: Any) -> Generator[Any, Any, None]:
+        """Policy ``pgtable_free=rcu`` (mm/mmu_gather.c v6.7 ``tlb_remove_table``): the first table takes a
+        batch page (``__get_free_page(GFP_NOWAIT)``), ``tlb_table_flush`` at the end ``call_rcu``s it, and
+        ``tlb_remove_table_rcu`` after the grace period frees the batch page (the tables' own pages are freed
+        with the mapping's, :meth:`PageAlloc.free_owned`). Simplified: the batch is freed at once, by the same
+        CPU (the RCU softirq's CPU is the caller's), not a grace period later. One batch holds
+        ``MAX_TABLE_BATCH`` tables ((4096 - 24) / 8 = 509 on x86-64), more than any modelled munmap frees."""
+        if not self.rcu(s):
+            return
+        c = s.counters
+        pa = s.page_alloc
+        f = s.machine.freq_ghz
+        pfn, pending = yield from pa.alloc_pages_pfn(task, s.machine.cpu_node(task.cpu), 0)
+        for name in ("tlb_remove_table", "call_rcu", "tlb_remove_table_rcu"):
+            ns, ins = path(name, f)
+            pending += c.busy(task.cpu, name, ns, ins)
+        pending = yield from pa.free_pages(task, pfn, 0, pending)
+        if pending:
+            yield pending
+
 
 def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[Any, Any, None]:
     """Unmap all of ``vma``; ``cpus``: the CPUs in ``mm_cpumask`` (TLB shootdown)."""
@@ -41,6 +119,7 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     pending = d + c.busy(cpu, "do_munmap", ns, ins)
     zap_ns, zap_ins = path("zap_pte", s.machine.freq_ghz)
     pt = mm.pgtables
+    tlb = Gather()
     for slot in range(vma.start >> PMD_SHIFT, ((vma.end - 1) >> PMD_SHIFT) + 1):
         state = pt.pmd.pop(slot, None)
         if state is None:
@@ -51,6 +130,7 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
             none = zap.none_ptes(vma, slot, n)
+            tlb.zap_table(vma, slot, bm)
             pt.nr_pte_tables -= 1
             for pfn in range(slot << 9, (slot + 1) << 9):
                 pt.zero_ptes.discard(pfn)
@@ -59,14 +139,20 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         else:
             assert state == PMD_HUGE
             n = 1
+            tlb.add(slot << PMD_SHIFT, 1 << PMD_SHIFT, False)
             pt.zero_huge.discard(slot)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
         pending += c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none)
         pending = yield from pa.free_owned(task, (mm, slot), pending)
-    # flush_tlb_mm_range: an IPI to every other CPU of the mm and the wait for its ack
+    # flush_tlb_mm_range: the local flush, an IPI to every other CPU of the mm and the wait for its ack
     xfer = s.machine.xfer_ns
-    pending += c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
+    pending += c.busy(cpu, "flush_tlb_mm_range",
+                      tlb.flush_ns(s) + int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
+    if tlb.rcu(s):
+        yield pending
+        pending = 0
+        yield from tlb.free_tables(task, s)
     mm.vmas.remove(vma)
     pending += unlink_anon_vmas(task, s, vma)
     if getattr(vma.file, "is_shmem", False):  # free_pgtables -> unlink_file_vma under i_mmap_rwsem
@@ -122,6 +208,7 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
     populated = sorted(k for k in pt.pmd if lo <= k <= hi)  # the populated PMD slots only
     shmem = getattr(vma.file, "is_shmem", False)
     miss_ns = 0.0
+    tlb = Gather()
     if shmem and vma.shared:  # every present PTE maps a page-cache folio (mm/zap.py)
         n_file = sum(int(pt.ptes[k].sum()) for k in populated if pt.pmd[k] == PMD_TABLE and k in pt.ptes)
         miss_ns = zap.struct_page_ns(s, cpu, zap.file_reuse_bytes(n_file))
@@ -138,6 +225,7 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
             none = zap.none_ptes(vma, slot, n)
+            tlb.zap_table(vma, slot, bm)
             if shmem and vma.shared and bm is not None:  # this VMA's PTEs (threads' VMAs may share a table)
                 first = max(vma.start, slot << 21) - (slot << 21) >> 12
                 last = min(vma.end, (slot + 1) << 21) - (slot << 21) >> 12
@@ -149,6 +237,7 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
                 pt.shared.pop(("P", pfn), None)
         else:
             n = 1  # zap_huge_pmd
+            tlb.add(slot << PMD_SHIFT, 1 << PMD_SHIFT, False)
             pt.zero_huge.discard(slot)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
@@ -158,6 +247,7 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             flush = yield from zap.zap_file_ptes(task, s, mm, vma, slot, bits, miss_ns, cpus)
         lk.release(task)
         if flush:
+            tlb.reset()
             yield from zap.force_flush_tail(task, s)
         slots.append(slot)
         if lru is not None:
@@ -169,13 +259,16 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         from mmsim.mm.shmem import unlink_file_vma
 
         yield from unlink_file_vma(task, vma, 0)
-    # tlb_finish_mmu: flush_tlb_mm_range, an IPI to every other CPU of the mm and the wait for its ack
+    # tlb_finish_mmu: flush_tlb_mm_range (the local flush, an IPI to every other CPU of the mm and the wait
+    # for its ack), then the pages (tlb_batch_pages_flush) and the tables' RCU batch (tlb_table_flush)
     xfer = s.machine.xfer_ns
-    yield c.busy(cpu, "flush_tlb_mm_range", int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
+    yield c.busy(cpu, "flush_tlb_mm_range",
+                 tlb.flush_ns(s) + int(sum(2 * xfer(cpu, o, modified=True) for o in cpus if o != cpu)))
     yield from lru_anon.release_folios(task, s, folio_nodes)
     pending = 0
     for slot in slots:
         pending = yield from pa.free_owned(task, (mm, slot), pending)
     if pending:
         yield pending
+    yield from tlb.free_tables(task, s)
     yield mm.mmap_sem.up_read(task)

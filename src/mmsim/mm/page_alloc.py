@@ -36,8 +36,13 @@ and the entry the block is inserted next to (head or tail); in
 half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
 and ``prep_compound_page`` write every tail page of a compound block. The
 owners of recent lines are remembered in a bounded table per zone; a line not
-in it counts as last written by the zone's home CPU. So a zone lock hand-off
-moves the data it protects, and a long batch under one hold amortises it.
+in it is in memory. So a zone lock hand-off moves the data it protects, and a
+long batch under one hold amortises it. A line this CPU touched last costs
+the level its caches still hold it in, by its reuse distance in the CPU's
+byte clocks (:mod:`mmsim.machine.hierarchy`): nothing in the L1d, else the
+L2 / LLC latency or memory, with the L2 streamer covering a vmemmap 4 KiB
+page of struct pages after two misses (``BuddyLists._own_ns``, session 10:
+docs/validation-paths.md).
 """
 
 from __future__ import annotations
@@ -163,6 +168,16 @@ class PageAllocator(BuddyLists):
         # transfer cost to each CPU from (last writer << 1 | dirty), built a row at a time on first use
         self._xrows: list[list[float] | None] = [None] * (2 * m.ncpus)
         self.cache = system.cache  # machine/hierarchy.py: is a reallocated frame still cached?
+        # this CPU's own struct page / zone lines, by the level still holding them (BuddyLists._own_ns)
+        self._l2c = self.cache.l2.of_cpu
+        self._l3c = self.cache.llc.of_cpu
+        self._engine = system.engine
+        self._l1_bytes = float(m.cache("L1d").size_kib * 1024)
+        self._lat2 = float(m.cache("L2").latency_ns)
+        self._lat3 = float(m.cache("L3").latency_ns)
+        self._mem_ns = m.mem_latency_ns
+        self._probs1 = self.cache._probs1
+        self._stream = {}
         pol = system.policy
         self.high_orders = pol("pcp_orders") == "0-3+thp"
         self.rules = PcpRules(pol)
@@ -223,6 +238,7 @@ class PageAllocator(BuddyLists):
         self._stat_diff = [[0] * len(self.zones) for _ in range(m.ncpus)]
         self._stat_threshold = [calculate_normal_threshold(z.managed_pages, m.ncpus) for z in self.zones]
         self._global_stat = [self.zones[0].home << 1 | 1]
+        self._global_at = [None]
         self.stat_folds = 0
         # zone->lock sections by function: [count, ns charged inside them] (validate --suite paths)
         self.cs_stats: dict[str, list[int]] = {}
@@ -292,6 +308,7 @@ class PageAllocator(BuddyLists):
         """Charge a critical section: path instructions + the line transfers it made."""
         extra = int(self._cs)
         self._cs = 0.0
+        self._end_section()
         st = self.cs_stats.get(func)
         if st is None:
             st = self.cs_stats[func] = [0, 0]

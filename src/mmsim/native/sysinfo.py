@@ -119,6 +119,34 @@ def kernel_version(release: str | None = None) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+# The boot messages printed exactly where a guest kernel installs pv_ops.mmu.tlb_remove_table =
+# tlb_remove_table (arch/x86/kernel/kvm.c kvm_guest_init, arch/x86/hyperv/mmu.c hyperv_setup_mmu_ops)
+PV_TABLE_FREE_MESSAGES = ("KVM setup pv remote TLB flush", "Using hypercall for remote TLB flush")
+
+
+def pgtable_free(dmesg: str | None = None, release: str | None = None) -> tuple[str, str]:
+    """How this host's kernel frees unmapped page tables, as policy ``pgtable_free`` names it, and why:
+    ``rcu`` when the boot log shows a paravirt guest that set ``tlb_remove_table``, or else the kernel is
+    v6.14+ (x86-64 frees them by RCU there on bare metal too); ``page`` otherwise (also when the log cannot
+    be read: then the reason says so)."""
+    if dmesg is None:
+        try:
+            import subprocess
+
+            dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            dmesg = ""
+    for msg in PV_TABLE_FREE_MESSAGES:
+        if msg in dmesg:
+            return "rcu", f"boot log: {msg!r} (pv_ops.mmu.tlb_remove_table = tlb_remove_table)"
+    if kernel_version(release) >= (6, 14):
+        return "rcu", (f"kernel {release or kernel_release()} >= 6.14: x86-64 frees page tables by RCU (the "
+                       "series' merge window, not checked against a tag)")
+    if dmesg:
+        return "page", "boot log has no paravirt TLB-flush message"
+    return "page", "boot log unreadable: assumed bare metal"
+
+
 def perf_path() -> str | None:
     """The perf binary when present (whether it may count is checked when it runs)."""
     return shutil.which("perf")

@@ -25,6 +25,7 @@ error, never a crash.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import statistics
@@ -111,6 +112,17 @@ class Side:
     median: float | None = None
 
 
+@functools.lru_cache(maxsize=1)
+def _host_policies() -> tuple[tuple[str, str], ...]:
+    return (("pgtable_free", sysinfo.pgtable_free()[0]),)
+
+
+def host_policies() -> dict[str, str]:
+    """Kernel behaviours the host's own kernel has that the catalogued kernel's defaults do not say: how it
+    frees page tables (:func:`mmsim.native.sysinfo.pgtable_free`; the boot log is read once)."""
+    return dict(_host_policies())
+
+
 def _simulate(c: Case, machine: str, kernel: str) -> Side:
     from mmsim.experiments.run import RunSpec, run
     from mmsim.workloads.base import get_workload
@@ -120,8 +132,8 @@ def _simulate(c: Case, machine: str, kernel: str) -> Side:
     except UserError:
         return Side(note=f"{c.workload} not simulated in this build")
     try:
-        r = run(RunSpec(workload=c.workload, machine=machine, kernel=kernel, policies={"thp": c.thp},
-                        params=dict(c.params)))
+        r = run(RunSpec(workload=c.workload, machine=machine, kernel=kernel,
+                        policies={"thp": c.thp, **host_policies()}, params=dict(c.params)))
     except UserError as e:
         return Side(note=f"simulation refused: {e}")
     v = r.metrics.get(c.metric)
@@ -201,6 +213,6 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         "native_median": nat.median, "native_runs": nat.runs,
         "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
         "native_times": nat.times, "simulated_times": sim.times,
-        "kernel": kernel, "machine": machine,
+        "kernel": kernel, "machine": machine, "policies": host_policies(),
         "note": "; ".join(n for n in (nat.note, sim.note) if n),
     }
