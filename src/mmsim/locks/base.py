@@ -49,6 +49,7 @@ from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters, LockStat
 
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
+_NO_MEMO: dict[int, float] = {}  # CacheLine._memo while not _big (never written: no memory per line)
 SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
 
 
@@ -71,9 +72,15 @@ class LineCosts:
       HIT) — so that a sum over a set of spinners is a sum over the sockets
       they occupy (:class:`CacheLine`), not over every CPU.
 
+    * ``vecs``: for :class:`CacheLine`'s socket sums, the vector each one reads for a CPU on
+      socket ``sc`` — indexed ``vecs[d][sc]``, ``d`` = 2 x direction (0 out: ``table[sc][s]``,
+      1 in: ``table[s][sc]``) + (0 ``th``, 1 ``tm``) — and ``vec_id``, the same shape: one id per
+      distinct vector (equal costs, equal id), so sums that multiply the same spinner counts by the
+      same vector are made once (e.g. ``tm`` = ``th``, or a symmetric table's in and out).
+
     Built once per machine (:func:`line_costs`)."""
 
-    __slots__ = ("hitm", "hit", "sock", "core", "smt", "tm", "th", "symmetric")
+    __slots__ = ("hitm", "hit", "sock", "core", "smt", "tm", "th", "symmetric", "vecs", "vec_id")
 
     def __init__(self, machine: Machine) -> None:
         n = machine.ncpus
@@ -86,6 +93,15 @@ class LineCosts:
         self.th: tuple[tuple[float, ...], ...] = machine._socket_hit  # type: ignore[attr-defined]
         ns = len(self.th)
         self.symmetric = all(self.th[a][b] == self.th[b][a] for a in range(ns) for b in range(ns))
+        ids: dict[tuple[float, ...], int] = {}
+        vecs: list[tuple[tuple[float, ...], ...]] = []
+        for direction in (0, 1):
+            for table in (self.th, self.tm):
+                vecs.append(tuple(table[sc] if direction == 0 else tuple(table[s][sc] for s in range(ns))
+                                  for sc in range(ns)))
+        self.vecs: tuple[tuple[tuple[float, ...], ...], ...] = tuple(vecs)
+        self.vec_id: tuple[tuple[int, ...], ...] = tuple(tuple(ids.setdefault(v, len(ids)) for v in vs)
+                                                         for vs in vecs)
         # The factored form must give exactly what xfer_ns gives, pair by pair.
         for a in range(n):
             for b in range(n):
@@ -147,7 +163,7 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept")
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -163,6 +179,10 @@ class CacheLine:
         self._big = False  # more than SMALL spinner CPUs at some point: the core/socket counts are kept
         self._core: dict[int, int] = {}
         self._sock: dict[int, int] = {}
+        # While _big: the socket sums of _out / _in already made since _sock last changed, by the id
+        # of the cost vector they read (LineCosts.vec_id). Host time only: the same products summed
+        # in the same order (the dict's) give the same float, so a repeated sum is looked up.
+        self._memo: dict[int, float] = _NO_MEMO  # a dict of its own from the switch to _big on
         self._pairs = 0.0  # sum of HIT(i, j) over ordered pairs of distinct spinners
         # While owner == SHARED: the (cpu, +1/-1) changes to the spinner set since the storm,
         # so the storm's readers are the current spinners minus these (no copy per storm).
@@ -187,9 +207,16 @@ class CacheLine:
             return t
         sc = co.sock[c]
         row = table[sc]
-        t = 0.0
-        for s, k in self._sock.items():
-            t += k * row[s]
+        key = co.vec_id[table is co.tm][sc]
+        memo = self._memo
+        got = memo.get(key)
+        if got is None:
+            t = 0.0
+            for s, k in self._sock.items():
+                t += k * row[s]
+            memo[key] = t
+        else:
+            t = got
         kc = self._core.get(co.core[c], 0)
         if kc:
             t += kc * (co.smt - row[sc]) - self._cpu.get(c, 0) * co.smt
@@ -205,9 +232,18 @@ class CacheLine:
                 t += k * m[j][c]
             return t
         sc = co.sock[c]
-        t = 0.0
-        for s, k in self._sock.items():
-            t += k * table[s][sc]
+        d = 2 + (table is co.tm)
+        key = co.vec_id[d][sc]
+        memo = self._memo
+        got = memo.get(key)
+        if got is None:
+            col = co.vecs[d][sc]  # table[s][sc] by s
+            t = 0.0
+            for s, k in self._sock.items():
+                t += k * col[s]
+            memo[key] = t
+        else:
+            t = got
         kc = self._core.get(co.core[c], 0)
         if kc:
             t += kc * (co.smt - table[sc][sc]) - self._cpu.get(c, 0) * co.smt
@@ -234,8 +270,11 @@ class CacheLine:
             d = self._sock
             k = co.sock[cpu]
             d[k] = d.get(k, 0) + 1
+            if self._memo:
+                self._memo.clear()
         elif len(d) > SMALL:  # switch to the per-socket sums: build the core and socket counts
             self._big = True
+            self._memo = {}
             for j, k in d.items():
                 self._core[co.core[j]] = self._core.get(co.core[j], 0) + k
                 self._sock[co.sock[j]] = self._sock.get(co.sock[j], 0) + k
@@ -260,6 +299,8 @@ class CacheLine:
                     d[k] = v
                 else:
                     del d[k]
+            if self._memo:
+                self._memo.clear()
         self.nspin -= 1
         if self.nspin:
             self._pairs -= self._both(cpu)
@@ -269,6 +310,7 @@ class CacheLine:
                 self._big = False
                 self._core.clear()
                 self._sock.clear()
+                self._memo = _NO_MEMO
         if self._log is not None:
             self._log.append((cpu, -1))
 

@@ -45,14 +45,22 @@ class Counters:
 
     def busy(self, cpu: int, func: str, ns: int, insns: int = 0) -> int:
         """Charge ``ns`` of CPU time in ``func`` to ``cpu``; returns ``ns``."""
+        # The hot path of every model (~20 calls per simulated page fault): the profile line exists
+        # after its first charge, so add to it in place (no dict.get call); the values are the same.
         p = self.perf[cpu]
         p[TASK_CLOCK] += ns
         d = self.prof_ns[cpu]
-        d[func] = d.get(func, 0) + ns
+        try:
+            d[func] += ns
+        except KeyError:
+            d[func] = 0 + ns
         if insns:
             p[INSTRUCTIONS] += insns
-            di = self.prof_insns[cpu]
-            di[func] = di.get(func, 0) + insns
+            d = self.prof_insns[cpu]
+            try:
+                d[func] += insns
+            except KeyError:
+                d[func] = 0 + insns
         return ns
 
     # -- report-time sums ---------------------------------------------------

@@ -57,16 +57,26 @@ def _reuse(vma: Any) -> int:
     return file_reuse_bytes(int(vma.end - vma.start) >> PAGE_SHIFT)
 
 
+def _done(kind: str) -> Generator[Any, Any, str]:
+    """A path that returns ``kind`` at once, without an event."""
+    yield from ()  # no event (a generator all the same)
+    return kind
+
+
 def do_fault(task: Task, mm: Any, vma: Any, addr: int, write: bool, vma_locked: bool) -> Generator[Any, Any, str]:
-    """``do_pte_missing`` → ``do_fault``: read, private write (COW) or shared write."""
+    """``do_pte_missing`` → ``do_fault``: read, private write (COW) or shared write.
+
+    Not a generator itself: it returns the generator of the path taken, which the caller drives with
+    ``yield from`` at once, so the test below runs at the same point of the simulation as before and
+    every event of that path resumes one generator level fewer (a host-time saving only)."""
     pt = mm.pgtables
     if pt.pte_bitmap(addr >> PMD_SHIFT)[(addr >> PAGE_SHIFT) & 511]:
-        return "none"  # mapped meanwhile (write faults on present read-only PTEs are not modelled)
+        return _done("none")  # mapped meanwhile (write faults on present read-only PTEs are not modelled)
     if not write:
-        return (yield from do_read_fault(task, mm, vma, addr, vma_locked))
+        return do_read_fault(task, mm, vma, addr, vma_locked)
     if not vma.shared:
-        return (yield from do_cow_fault(task, mm, vma, addr, vma_locked))
-    return (yield from do_shared_fault(task, mm, vma, addr, vma_locked))
+        return do_cow_fault(task, mm, vma, addr, vma_locked)
+    return do_shared_fault(task, mm, vma, addr, vma_locked)
 
 
 def do_read_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) -> Generator[Any, Any, str]:

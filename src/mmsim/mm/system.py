@@ -103,10 +103,11 @@ class System:
 
     def page_line(self, key: Hashable) -> CacheLine:
         """The cache line of a shared page's struct page field named by ``key``."""
-        ln = self._page_lines.get(key)
-        if ln is None:
+        try:  # hot (several calls per file fault); the line exists after its first use
+            return self._page_lines[key]
+        except KeyError:
             ln = self._page_lines[key] = CacheLine(self.machine, 0)
-        return ln
+            return ln
 
     def set_hugetlb_pool(self, nr_hugepages: int, nr_overcommit_hugepages: int = 0) -> None:
         """``vm.nr_hugepages`` and ``vm.nr_overcommit_hugepages`` at boot / before the workload."""
