@@ -41,6 +41,7 @@ for clean forwards, by distance.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mmsim.engine.core import Engine
@@ -207,19 +208,22 @@ class CacheLine:
             return t
         sc = co.sock[c]
         row = table[sc]
-        key = co.vec_id[table is co.tm][sc]
-        memo = self._memo
-        got = memo.get(key)
-        if got is None:
-            t = 0.0
-            for s, k in self._sock.items():
-                t += k * row[s]
-            memo[key] = t
-        else:
-            t = got
+        t = self._sock_sum(co.vec_id[table is co.tm][sc], row)
         kc = self._core.get(co.core[c], 0)
         if kc:
             t += kc * (co.smt - row[sc]) - self._cpu.get(c, 0) * co.smt
+        return t
+
+    def _sock_sum(self, key: int, vec: Sequence[float]) -> float:
+        """Sum over the spinners' sockets of count x ``vec[socket]``, kept in the memo under ``key`` (the
+        id of ``vec``'s values) until the socket counts change: the same products in the same order."""
+        memo = self._memo
+        t = memo.get(key)
+        if t is None:
+            t = 0.0
+            for s, k in self._sock.items():
+                t += k * vec[s]
+            memo[key] = t
         return t
 
     def _in(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -233,17 +237,7 @@ class CacheLine:
             return t
         sc = co.sock[c]
         d = 2 + (table is co.tm)
-        key = co.vec_id[d][sc]
-        memo = self._memo
-        got = memo.get(key)
-        if got is None:
-            col = co.vecs[d][sc]  # table[s][sc] by s
-            t = 0.0
-            for s, k in self._sock.items():
-                t += k * col[s]
-            memo[key] = t
-        else:
-            t = got
+        t = self._sock_sum(co.vec_id[d][sc], co.vecs[d][sc])  # the column table[s][sc] by s
         kc = self._core.get(co.core[c], 0)
         if kc:
             t += kc * (co.smt - table[sc][sc]) - self._cpu.get(c, 0) * co.smt
