@@ -78,7 +78,11 @@ def calibrate_cmd(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Measure this host's cost model on microbenchmarks and write a machine YAML (--machine FILE)."""
+    """Measure this host's cost model on microbenchmarks and write a machine YAML (--machine FILE).
+
+    A failed or noisy measurement keeps the --out file's earlier one (same host), else the estimate.
+
+    Example: mmsim calibrate --out h.yaml && mmsim validate --suite native --machine h.yaml"""
     from mmsim.cli import _emit, _emit_json
     from mmsim.native.calibrate import calibrate
     from mmsim.native.report import format_calibrate

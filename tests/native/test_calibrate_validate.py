@@ -278,3 +278,58 @@ def test_copy_mlp_is_the_hand_off_over_the_copied_line() -> None:
     assert m2.cost.copy_mlp == 10.0 and any(n.startswith("copy_mlp: a copied line") for n in notes)
     m3, notes = build_machine(RAW, detect_host())  # no copy measured: the estimate, said so
     assert m3.cost.copy_mlp == 10.0 and any(n.startswith("copy_mlp: copy or hand-off") for n in notes)
+
+
+def _calibrated(tmp_path: Path, raw: dict[str, Any]) -> tuple[Path, Any]:
+    """A calibration of this host from ``raw``, saved where the next calibrate would write."""
+    m, _ = build_machine(raw, detect_host())
+    path = tmp_path / "h.yaml"
+    yamlio.save_machine(m, path)
+    return path, m
+
+
+def test_a_failed_measurement_keeps_the_previous_calibrations_measurement(tmp_path: Path) -> None:
+    from mmsim.native.calibrate import previous_calibration
+
+    chase = {"L3": {"bytes": 1 << 20, **_st(130.0)}, "DRAM": {"bytes": 1 << 28, **_st(400.0)}}
+    path, first = _calibrated(tmp_path, {**RAW, "chase_ns": chase, "futex_wake_ns": _st(9000.0)})
+    assert first.cache("L3").latency_ns == 130.0 and first.cost.wakeup_ns == 8000.0
+    host = detect_host()
+    prev = previous_calibration(path, host)
+    assert prev is not None
+    # now the L3 chase, the DRAM chase and the wake-up fail or are too noisy
+    failed = {**RAW, "chase_ns": {"L3": None, "DRAM": None}, "futex_wake_ns": _st(6000.0, low=0.5)}
+    m, notes = build_machine(failed, host, prev)
+    assert m.cache("L3").latency_ns == 130.0 and m.nodes[0].latency_ns == 400.0 and m.cost.wakeup_ns == 8000.0
+    assert m.sources["caches.L3.latency_ns"].startswith("previous measurement kept (pointer chase failed")
+    assert "native measurement: mmsim calibrate pointer chase over 1024 KiB" in m.sources["caches.L3.latency_ns"]
+    assert m.cost.sources["wakeup_ns"].startswith("previous measurement kept (cross-CPU futex hand-off too noisy")
+    assert any(n.startswith("wakeup_ns:") and "previous calibration's measurement 8000.0 kept" in n for n in notes)
+    # kept again by a third run: one prefix, the original measurement's source after it
+    path2 = tmp_path / "h2.yaml"
+    yamlio.save_machine(m, path2)
+    m3, _ = build_machine(failed, host, previous_calibration(path2, host))
+    assert m3.cost.wakeup_ns == 8000.0 and m3.cost.sources["wakeup_ns"].count("previous measurement kept") == 1
+    # without a previous file: the estimates, as before
+    m0, _ = build_machine(failed, host)
+    assert m0.cache("L3").latency_ns == host.cache("L3").latency_ns and m0.cost.wakeup_ns == host.cost.wakeup_ns
+
+
+def test_a_previous_file_of_another_machine_or_with_estimates_is_not_used(tmp_path: Path) -> None:
+    from mmsim.machine.presets import get_machine
+    from mmsim.native.calibrate import previous_calibration
+
+    other = tmp_path / "other.yaml"
+    yamlio.save_machine(get_machine("tiny"), other)
+    assert previous_calibration(other, detect_host()) is None
+    assert previous_calibration(tmp_path / "missing.yaml", detect_host()) is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cost: [", encoding="utf-8")
+    assert previous_calibration(bad, detect_host()) is None
+    # a previous calibration whose wake-up was itself an estimate: the estimate stays
+    path, first = _calibrated(tmp_path, {**RAW, "futex_wake_ns": _st(6000.0, low=0.5)})
+    assert first.cost.sources["wakeup_ns"].startswith("estimate kept")
+    m, _ = build_machine({**RAW, "futex_wake_ns": _st(6000.0, low=0.5)}, detect_host(),
+                         previous_calibration(path, detect_host()))
+    assert m.cost.wakeup_ns == detect_host().cost.wakeup_ns
+    assert m.cost.sources["wakeup_ns"].startswith("estimate kept")

@@ -46,6 +46,15 @@ Every measured field's source names the benchmark, its median and its
 interquartile range. A measurement that failed (no C compiler, no such CPU
 pair) or was too noisy (IQR above half the median) keeps the estimate; the
 source says so and so does a note (printed on stderr by the CLI).
+
+When the file being written already holds a calibration of this same host
+(:func:`same_host`: the model name, CPU and socket layout and cache sizes
+/sys gives), a field whose measurement fails or is too noisy this time keeps
+that file's *measurement* instead of the preset estimate, with its original
+source and date, prefixed ``previous measurement kept (why)``. A host's own
+earlier measurement is nearer to it than an estimate for another machine
+(session 10: a failed L3 chase fell back to 21 ns where three measured runs
+gave 125-153 ns). Fields the previous file had as estimates stay estimates.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from mmsim.native import microbench as mb
 from mmsim.native import safety, tasks
 
 MEASURED = "native measurement: mmsim calibrate "
+PREVIOUS = "previous measurement kept "  # + "(why now): " + that measurement's own source
 WARMUP_BYTES = 256 << 20
 # Paths the model charges on a 4 KiB anonymous write fault besides page_fault_ns, the clear and
 # anon_folio_ns (mm/memory.py, mm/vma_lock.py: the host's kernel takes the per-VMA lock, v6.4+).
@@ -199,9 +209,47 @@ def _copy_mlp(pairs: dict[str, Any], cost: dict[str, Any], src: dict[str, str],
                                f"the hand-off measured just before ({d['median']:.1f} ns) / that = lines in flight")
 
 
-def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Machine, list[str]]:
-    """The detected host with the measured cost model; notes on every floored or kept estimate."""
+def same_host(prev: Machine, host: Machine) -> bool:
+    """``prev`` (a machine file) is a calibration of ``host`` (:func:`detect_host`): same CPU model and CPU
+    count (the description), same socket layout, same cache levels and sizes."""
+    def sig(x: Machine) -> tuple[Any, ...]:
+        desc = x.description.replace("calibrated by mmsim calibrate", "detected from /sys")
+        return (desc, x.sockets, tuple((c.name, c.size_kib, c.ways, c.shared_by) for c in x.caches))
+    return sig(prev) == sig(host)
+
+
+def previous_calibration(target: Path, host: Machine) -> Machine | None:
+    """The calibration already at ``target`` when it is one of this host (else None: a missing, unreadable
+    or other machine's file is simply not used)."""
+    from mmsim.errors import UserError
+
+    if not target.is_file():
+        return None
+    try:
+        prev = yamlio.load_machine(target)
+    except (UserError, OSError):
+        return None
+    return prev if same_host(prev, host) else None
+
+
+def _measured(source: str) -> bool:
+    """A source string that records a native measurement (this run's, or one kept from a previous run)."""
+    return source.startswith(MEASURED) or (source.startswith(PREVIOUS) and MEASURED in source)
+
+
+def _kept_source(why: str, source: str) -> str:
+    """``source`` (a previous file's measured source) as kept now; one prefix, not a chain of them."""
+    return f"{PREVIOUS}({why}): " + source[source.index(MEASURED):]
+
+
+def build_machine(raw: dict[str, Any], base: Machine | None = None,
+                  previous: Machine | None = None) -> tuple[Machine, list[str]]:
+    """The detected host with the measured cost model; notes on every floored or kept estimate.
+
+    ``previous``: an earlier calibration of this host (:func:`previous_calibration`); a field not measured
+    usably now keeps its measurement from there, where it has one, instead of the estimate."""
     m = base or detect_host()
+    prev_cost = previous.cost if previous is not None else None
     today = datetime.date.today().isoformat()
     notes: list[str] = []
     src: dict[str, str] = dict(m.cost.sources)  # fields not measured here keep their source
@@ -209,6 +257,16 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
 
     def meas(what: str) -> str:
         return f"{MEASURED}{what} ({today})"
+
+    def _keep_previous(field: str, why: str) -> bool:
+        """Keep ``previous``'s measurement of ``field`` (True), if it has one."""
+        old = prev_cost.sources.get(field, "") if prev_cost is not None else ""
+        if prev_cost is None or not _measured(old):
+            return False
+        cost[field] = getattr(prev_cost, field)
+        src[field] = _kept_source(why, old)
+        notes.append(f"{field}: {why}; the previous calibration's measurement {cost[field]} kept")
+        return True
 
     thp = raw.get("fault_thp_ns")
     if thp:
@@ -259,11 +317,15 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
             f"({', '.join(FAULT_PATHS)})"
         )
     else:
-        notes.append(f"page_fault_ns: residual {pf:.0f} ns <= 0 (4 KiB fault {raw['fault_4k_ns']:,.0f} ns is less "
-                     f"than the clear and path costs): estimate {cost['page_fault_ns']} ns kept")
-        src["page_fault_ns"] = "estimate kept (measured residual <= 0); " + src.get("page_fault_ns", "")
+        why = (f"residual {pf:.0f} ns <= 0 (4 KiB fault {raw['fault_4k_ns']:,.0f} ns is less than the clear and "
+               "path costs)")
+        if not _keep_previous("page_fault_ns", why):
+            notes.append(f"page_fault_ns: {why}: estimate {cost['page_fault_ns']} ns kept")
+            src["page_fault_ns"] = "estimate kept (measured residual <= 0); " + src.get("page_fault_ns", "")
 
     def keep(field: str, why: str) -> None:
+        if _keep_previous(field, why):
+            return
         notes.append(f"{field}: {why}; estimate {cost[field]} kept")
         src[field] = f"estimate kept ({why}); " + m.cost.sources.get(field, "estimate")
 
@@ -281,7 +343,7 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
             a, b = pairs[kind]["cpus"]
             cost[field] = round(d["median"], 2)
             src[field] = meas(f"CAS ping-pong CPU {a} <-> {b}, half round trip: {_desc(d)}")
-    if src["line_xfer_socket_ns"].startswith(MEASURED) and "remote" not in pairs:
+    if _measured(src["line_xfer_socket_ns"]) and "remote" not in pairs:
         # keep the estimated interconnect hop on top of the measured in-socket hand-off
         hop = m.cost.line_xfer_remote_ns - m.cost.line_xfer_socket_ns
         cost["line_xfer_remote_ns"] = round(cost["line_xfer_socket_ns"] + hop, 2)
@@ -313,7 +375,7 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
             keep("wakeup_ns", f"cross-CPU hand-off {wake['median']:,.0f} ns minus one-CPU {ctx['median']:,.0f} ns "
                  f"= {wk:,.0f} ns is within the spreads ({noise:,.0f} ns)")
     sources = dict(m.sources)
-    caches = _measured_caches(m, raw.get("chase_ns") or {}, notes, meas, sources)
+    caches = _measured_caches(m, raw.get("chase_ns") or {}, notes, meas, sources, previous)
     load = max(raw.get("loadavg_before", 0.0), raw.get("loadavg_after", 0.0))
     if load > BUSY_LOAD_PER_CPU * m.ncpus:
         notes.append(f"host busy while measuring (load average {load:.1f} on {m.ncpus} CPUs): the minima "
@@ -326,8 +388,16 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
         n, read_bw_gbs=round(bw["read"], 2), write_bw_gbs=round(bw["write"], 2),
         latency_ns=round(dram["median"], 2) if dram_ok else n.latency_ns, remote_latency_ns=None,
     ) for n in m.nodes)
+    prev_dram = previous.sources.get("nodes.latency_ns", "") if previous is not None else ""
     if dram_ok:
         sources["nodes.latency_ns"] = meas(f"pointer chase over {dram['bytes'] >> 20} MiB: {_desc(dram)}")
+    elif previous is not None and _measured(prev_dram):
+        why = "DRAM pointer chase failed, noisy or not above the LLC"
+        nodes = tuple(dataclasses.replace(n, latency_ns=p.latency_ns)
+                      for n, p in zip(nodes, previous.nodes, strict=True))
+        sources["nodes.latency_ns"] = _kept_source(why, prev_dram)
+        notes.append(f"nodes.latency_ns: {why}; the previous calibration's measurement "
+                     f"{previous.nodes[0].latency_ns} ns kept")
     else:
         notes.append(f"nodes.latency_ns: DRAM pointer chase failed, noisy or not above the LLC; estimate "
                      f"{m.nodes[0].latency_ns} ns kept")
@@ -344,9 +414,10 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None) -> tuple[Mac
 
 
 def _measured_caches(m: Machine, chase: dict[str, Any], notes: list[str], meas: Callable[[str], str],
-                     sources: dict[str, str]) -> tuple[CacheLevel, ...]:
+                     sources: dict[str, str], previous: Machine | None = None) -> tuple[CacheLevel, ...]:
     """Cache levels with their pointer-chase latencies, where measured, positive and increasing
-    (each level above the one before and below the next measured one, DRAM included)."""
+    (each level above the one before and below the next measured one, DRAM included); else the
+    ``previous`` calibration's measurement of that level, where it has one; else the estimate."""
     out = []
     prev = 0.0
     names = [c.name for c in m.caches] + ["DRAM"]
@@ -358,8 +429,17 @@ def _measured_caches(m: Machine, chase: dict[str, Any], notes: list[str], meas: 
             sources[f"caches.{c.name}.latency_ns"] = meas(f"pointer chase over {d['bytes'] >> 10} KiB: {_desc(d)}")
         else:
             why = "failed or too noisy" if not _usable(d) else f"{d['median']} ns is out of order with its neighbours"
-            notes.append(f"caches {c.name} latency_ns: pointer chase {why}; estimate {c.latency_ns} ns kept")
-            out.append(c)
+            key = f"caches.{c.name}.latency_ns"
+            old = previous.sources.get(key, "") if previous is not None else ""
+            if previous is not None and _measured(old):
+                lat = previous.cache(c.name).latency_ns
+                out.append(dataclasses.replace(c, latency_ns=lat))
+                sources[key] = _kept_source(f"pointer chase {why}", old)
+                notes.append(f"caches {c.name} latency_ns: pointer chase {why}; the previous calibration's "
+                             f"measurement {lat} ns kept")
+            else:
+                notes.append(f"caches {c.name} latency_ns: pointer chase {why}; estimate {c.latency_ns} ns kept")
+                out.append(c)
         prev = out[-1].latency_ns
     return tuple(out)
 
@@ -384,7 +464,8 @@ def calibrate(out: str | Path | None = None, log: Callable[[str], None] = lambda
     _check_writable(target)
     with safety.terminate_as_exception():
         raw = measure(log)
-    machine, notes = build_machine(raw)
+    host = detect_host()
+    machine, notes = build_machine(raw, host, previous_calibration(target, host))
     target.parent.mkdir(parents=True, exist_ok=True)
     yamlio.save_machine(machine, target)
     return {"path": str(target), "measurements": raw, "cost": yamlio.machine_to_dict(machine)["cost"],
