@@ -432,13 +432,15 @@ class PageAllocator(BuddyLists):
         ns += int(self._line(z, pfn, cpu, True))
         return z.node, self.counters.busy(cpu, "get_page_from_freelist", ns, ins)
 
-    def take_functional(self, node: int, order: int, count: int, cpu: int = 0) -> None:
+    def take_functional(self, node: int, order: int, count: int, cpu: int = 0,
+                        pfns: list[int] | None = None) -> None:
         """Take ``count`` blocks of ``order`` for ``node`` out of the free pool without charging
         any time: the functional part of a fast-forward skip (:mod:`mmsim.metrics.sampling`), so
         that free + allocated pages still add up to the managed pages and the zone watermarks see
         the memory the skipped faults used. ``pgalloc`` is counted here, exactly, on ``cpu`` (the
         skip leaves it out of its extrapolation). Never-split MAX_ORDER blocks go in bulk; the rest one
-        ``__rmqueue`` at a time (its line state changes, its cost is dropped)."""
+        ``__rmqueue`` at a time (its line state changes, its cost is dropped). ``pfns``, if given,
+        receives the first pfn of each block taken, in order."""
         saved = self._cs
         per = 1 << (MAX_ORDER - order)  # blocks of ``order`` in one MAX_ORDER block
         left = count
@@ -446,12 +448,17 @@ class PageAllocator(BuddyLists):
             z = self._pick(node, order)
             if (left >= per and z.pristine < z.pristine_end
                     and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE):
+                if pfns is not None:
+                    pfns.extend(range(z.pristine, z.pristine + (1 << MAX_ORDER), 1 << order))
                 z.pristine += 1 << MAX_ORDER
                 z.free_pages -= 1 << MAX_ORDER
                 left -= per
                 continue
-            if self._rmqueue(z, cpu, order, MIGRATE_MOVABLE) is None:
+            got = self._rmqueue(z, cpu, order, MIGRATE_MOVABLE)
+            if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order} for a skipped fault")
+            if pfns is not None:
+                pfns.append(got[0])
             left -= 1
         self._cs = saved
         self.counters.vm[cpu][PGALLOC] += count << order

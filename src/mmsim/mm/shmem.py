@@ -38,7 +38,7 @@ from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
 from mmsim.mm import lru_anon
 from mmsim.mm.costs import path
-from mmsim.mm.zap import struct_page_ns, zap_stats
+from mmsim.mm.zap import streamed_misses, struct_page_ns, zap_stats
 
 I_PAGES_CLASS = "&mapping->i_pages (xa_lock)"
 I_MMAP_CLASS = "&mapping->i_mmap_rwsem"
@@ -71,6 +71,9 @@ class ShmemInode:
         npages = -(-size // 4096)
         self.referenced = np.zeros(npages, dtype=bool)
         self.active = np.zeros(npages, dtype=bool)
+        # each cached folio's pfn (-1: none): the struct page line's place in the vmemmap, whose 4 KiB
+        # pages the L2 streamer follows (mm/zap.py streamed_misses)
+        self.pfn = np.full(npages, -1, dtype=np.int64)
         # (id(mm), PMD slot) of PTE tables holding a dirty PTE of this file (do_shared_fault's write): the
         # unmap's delay_rmap / force_flush
         self.dirty_tables: set[tuple[int, int]] = set()
@@ -223,8 +226,10 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -
 
     A folio found in the page cache whose struct page line this CPU touched last (the line's owner) is
     read from where ``reuse_bytes`` of this CPU's references since put it (mm/zap.py
-    ``struct_page_ns``: the L2, the L3 or memory; the caller's lower bound, 72 B per page of the VMA);
-    a line another CPU wrote last costs its transfer (:func:`folio_ref`) instead."""
+    ``struct_page_ns``: the L2, the L3 or memory; the caller's lower bound, 72 B per page of the VMA),
+    unless the L2 streamer covers it (mm/zap.py ``streamed_misses``: faults in page order read the
+    struct pages of consecutive pfns); a line another CPU wrote last costs its transfer
+    (:func:`folio_ref`) instead."""
     s = inode.system
     fault_stats(s)["shmem_faults"] += 1
     ns, ins = path("shmem_fault", s.machine.freq_ghz)
@@ -237,7 +242,7 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -
         if node is not None:
             if reuse_bytes and s.page_line(inode.key(idx)).owner == task.cpu:
                 miss = int(struct_page_ns(s, task.cpu, reuse_bytes))
-                if miss:
+                if miss and streamed_misses(s, task.cpu, inode.pfn[idx:idx + 1]):
                     zap_stats(s)["fault_struct_page_misses"] += 1
                     d += s.counters.busy(task.cpu, "filemap_get_entry [struct page]", miss)
             yield d + folio_ref(task, inode, idx, "filemap_get_entry")  # folio_try_get
@@ -270,6 +275,7 @@ def shmem_alloc_and_add_folio(task: Task, inode: ShmemInode, idx: int) -> Genera
             yield pending
         return -1
     inode.pages[idx] = node
+    inode.pfn[idx] = pfn
     inode.locked[idx] = deque()  # __folio_set_locked before the insert: lookups find it locked
     ns, ins = path("shmem_add_to_page_cache", s.machine.freq_ghz)
     yield s.counters.busy(cpu, "shmem_add_to_page_cache", ns, ins)

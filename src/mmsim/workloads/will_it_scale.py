@@ -373,21 +373,28 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
     inode.stats["lookups"] += k
     new = [idx for idx in range(first, first + k) if idx not in inode.pages]
     if new:
-        pa.take_functional(node, 0, len(new), t.cpu)
-        for idx in new:
+        pfns: list[int] = []
+        pa.take_functional(node, 0, len(new), t.cpu, pfns)
+        for idx, pfn in zip(new, pfns, strict=True):
             inode.pages[idx] = node
+            inode.pfn[idx] = pfn
         inode.stats["alloced"] += len(new)
         lru_anon.skip_new_folios(s, t.cpu, [node] * len(new))
     # the folios' struct page lines as the skipped faults leave them: written last by this CPU
     # (finish_fault's rmap count, folio_mark_dirty, folio_unlock), so later faults find them here
     now = s.engine.now
+    import numpy as np
+
     from mmsim.mm.memory_file import _reuse
-    from mmsim.mm.zap import struct_page_ns, zap_stats
+    from mmsim.mm.zap import streamed_misses, struct_page_ns, zap_stats
 
     if struct_page_ns(s, t.cpu, _reuse(vma)) > 0:  # the count shmem_fault keeps (its time was extrapolated)
         fresh = set(new)
-        zap_stats(s)["fault_struct_page_misses"] += sum(
-            1 for idx in range(first, first + k) if idx not in fresh and s.page_line(inode.key(idx)).owner == t.cpu)
+        found = [idx for idx in range(first, first + k)
+                 if idx not in fresh and s.page_line(inode.key(idx)).owner == t.cpu]
+        # and the streamer state those lookups leave, in the same order
+        idx_found = np.asarray(found, dtype=np.int64)
+        zap_stats(s)["fault_struct_page_misses"] += streamed_misses(s, t.cpu, inode.pfn[idx_found])
     for idx in range(first, first + k):
         s.page_line(inode.key(idx)).write(t.cpu, now)
     end = addr + k * PAGE
