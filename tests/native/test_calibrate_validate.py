@@ -333,3 +333,30 @@ def test_a_previous_file_of_another_machine_or_with_estimates_is_not_used(tmp_pa
                          previous_calibration(path, detect_host()))
     assert m.cost.wakeup_ns == detect_host().cost.wakeup_ns
     assert m.cost.sources["wakeup_ns"].startswith("estimate kept")
+
+
+def test_will_it_scale_metrics_from_each_tasks_fastest_round() -> None:
+    from mmsim.native.workloads import _wis_metrics
+
+    res = [{"ops": 100, "seconds": 2.0, "best_round": 80.0}, {"ops": 60, "seconds": 2.0, "best_round": 40.0}]
+    m = _wis_metrics(res, "processes")
+    assert m == {"will-it-scale.per_process_ops": 40.0, "will-it-scale.workload": 80.0,
+                 "will-it-scale.per_process_ops.best_round": 60.0}
+    assert "will-it-scale.per_thread_ops.best_round" in _wis_metrics(res, "threads")
+    assert "will-it-scale.per_process_ops.best_round" not in _wis_metrics([{"ops": 1, "seconds": 1.0}], "processes")
+
+
+def test_will_it_scale_cases_take_the_best_round_and_report_the_run_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    wis = [c for c in val.cases() if c.workload.startswith("will-it-scale/")]
+    assert [c.name.split()[0] for c in wis] == ["page_fault1", "page_fault2", "page_fault3", "malloc1"]
+    assert all(c.best_round and c.reference_metric == c.metric + ".best_round" for c in wis)
+    assert not any(c.best_round for c in val.cases() if not c.workload.startswith("will-it-scale/"))
+    (c,) = [c for c in wis if c.name.startswith("page_fault3")]
+    runs = [{"metrics": {c.metric: r, c.metric + ".best_round": b}, "vmstat": {},
+             "sim": {"wall_seconds": 1.0}, "rusage": {"user_seconds": 1.0, "system_seconds": 1.0}}
+            for r, b in ((500.0, 650.0), (520.0, 640.0), (480.0, 700.0))]
+    it = iter(runs)
+    monkeypatch.setattr(val, "run_native", lambda spec: next(it))
+    side = val._native(c, 3)
+    assert side.value == 700.0 and side.runs == [650.0, 640.0, 700.0] and side.median == 650.0
+    assert side.run_rate == 520.0 and side.run_median == 500.0
