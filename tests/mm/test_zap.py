@@ -17,7 +17,7 @@ from mmsim.mm.mmap import MmStruct
 from mmsim.mm.munmap import vm_munmap
 from mmsim.mm.shmem import shmem_file_setup
 from mmsim.mm.system import System
-from mmsim.mm.zap import file_reuse_bytes, none_ptes, streamed_misses, struct_page_ns, zap_stats
+from mmsim.mm.zap import file_reuse_bytes, none_ptes, streamed_miss, streamed_misses, struct_page_ns, zap_stats
 from mmsim.workloads.will_it_scale import malloc_mmap_size
 
 LEN = malloc_mmap_size(128 << 20)
@@ -156,6 +156,9 @@ def test_streamed_misses_scripted_sequences() -> None:
     seq = [64 * v + r for r in range(2) for v in range(33)]
     s2 = _system()
     assert streamed_misses(s2, 0, np.array(seq)) == _reference_streamer(seq)
+    s4, s5 = _system(), _system()  # one line at a time, as the fault path asks: the same counts
+    seq = [64 * v + r for r in range(3) for v in range(40)] + [-1]
+    assert sum(streamed_miss(s4, 0, p) for p in seq) == streamed_misses(s5, 0, np.array(seq))
     rng = np.random.default_rng(1)
     for _ in range(20):  # runs of random lengths over random nearby pages: vectorised = one at a time
         seq = np.repeat(rng.integers(0, 4000, 60), rng.integers(1, 5, 60)).tolist()

@@ -38,7 +38,7 @@ from mmsim.locks.rwsem import RwSem
 from mmsim.locks.spinlock import Spinlock
 from mmsim.mm import lru_anon
 from mmsim.mm.costs import path
-from mmsim.mm.zap import streamed_misses, struct_page_ns, zap_stats
+from mmsim.mm.zap import streamed_miss, struct_page_ns, zap_stats
 
 I_PAGES_CLASS = "&mapping->i_pages (xa_lock)"
 I_MMAP_CLASS = "&mapping->i_mmap_rwsem"
@@ -242,7 +242,7 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -
         if node is not None:
             if reuse_bytes and s.page_line(inode.key(idx)).owner == task.cpu:
                 miss = int(struct_page_ns(s, task.cpu, reuse_bytes))
-                if miss and streamed_misses(s, task.cpu, inode.pfn[idx:idx + 1]):
+                if miss and streamed_miss(s, task.cpu, int(inode.pfn[idx])):
                     zap_stats(s)["fault_struct_page_misses"] += 1
                     d += s.counters.busy(task.cpu, "filemap_get_entry [struct page]", miss)
             yield d + folio_ref(task, inode, idx, "filemap_get_entry")  # folio_try_get

@@ -107,6 +107,24 @@ def struct_page_ns(s: Any, cpu: int, reuse_bytes: int) -> float:
     return float(m.mem_latency_ns(cpu, m.cpu_node(cpu)))
 
 
+def streamed_miss(s: Any, cpu: int, pfn: int) -> bool:
+    """:func:`streamed_misses` of one line (the fault path's lookup): whether the streamer misses it."""
+    streams: dict[int, dict[int, int]] | None = getattr(s, "struct_page_streams", None)
+    if streams is None:
+        streams = s.struct_page_streams = {}
+    st = streams.get(cpu)
+    if st is None:
+        st = streams[cpu] = {}
+    if pfn < 0:
+        return True
+    v = pfn >> 6
+    c = st.pop(v, 0)
+    if len(st) >= STREAMS:
+        del st[next(iter(st))]
+    st[v] = c + 1
+    return c < STREAM_START
+
+
 def streamed_misses(s: Any, cpu: int, pfns: np.ndarray) -> int:
     """Of the struct page lines of ``pfns``, read in this order by ``cpu``, the ones the L2 streamer does not
     cover: the first ``STREAM_START`` in each vmemmap 4 KiB page (64 struct pages) since that page's stream
