@@ -52,6 +52,25 @@ def _lock_line(r: RunResult, arm: str) -> str:
             f"{_per_fault(r, 'vma_lock_success'):.2f}; top {r.profile[0]['symbol']} {r.profile[0]['percent']:.1f}%")
 
 
+def _side(r: RunResult, side: str, key: str) -> float:
+    """One field of mmap_lock's lock_stat read (``R``) or write (``W``) line."""
+    st = r.locks.get(MMAP_LOCK, {}).get("lock_stat", {}).get(side, {})
+    return float(st.get(key, 0) or 0)
+
+
+def _munmap_line(r: RunResult, arm: str) -> str:
+    """The munmap/fault interaction on mmap_lock (v6.6 ``__vm_munmap``: write lock to detach, the zap under
+    the downgraded read lock), beside the robot's perf-sched rows for the same report."""
+    extra = r.locks.get(MMAP_LOCK, {})
+    return (f"{arm}: mmap_lock write side (every mmap and munmap) {int(_side(r, 'W', 'contentions'))}/"
+            f"{int(_side(r, 'W', 'acquisitions'))} contended, average wait "
+            f"{_side(r, 'W', 'waittime-avg') / 1e6:.2f} ms "
+            f"(published, munmap's down_write_killable: 0.82 ms parent, 1.85 ms patched); read side "
+            f"{int(_side(r, 'R', 'contentions')):,} contended of {int(_side(r, 'R', 'acquisitions')):,}, "
+            f"{int(extra.get('steals', 0)):,} steals, {int(extra.get('handoffs', 0))} hand-offs "
+            f"(published: 11285 down_read_killable slowpath waits in the parent, 0 patched)")
+
+
 def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     a, b = res["parent"], res["patched"]
     pa, pb = res["parent/processes"], res["patched/processes"]
@@ -70,8 +89,17 @@ def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("mmap_lock_wait_share.patched", None, b.lock_wait_share(MMAP_LOCK), None),
         Check("vma_lock_retry_per_fault.parent", None, _per_fault(a, "vma_lock_retry"), None),
         Check("vma_lock_retry_per_fault.patched", None, _per_fault(b, "vma_lock_retry"), None),
+        Check("vm_lock_wait_share.parent", None, a.lock_wait_share(VM_LOCK), None),
+        Check("vm_lock_wait_share.patched", None, b.lock_wait_share(VM_LOCK), None),
+        Check("mmap_lock_write_wait_avg_ms.parent", 0.82, _side(a, "W", "waittime-avg") / 1e6, None,
+              "mmap and munmap together; published: perf-sched __vm_munmap down_write_killable average"),
+        Check("mmap_lock_write_wait_avg_ms.patched", 1.85, _side(b, "W", "waittime-avg") / 1e6, None,
+              "mmap and munmap together; published: perf-sched __vm_munmap down_write_killable average"),
+        Check("munmap_zap_read_hold_avg_ms.patched", None, _side(b, "R", "holdtime-avg") / 1e6, None,
+              "the patched arm's only readers are the munmaps' zaps under the downgraded lock"),
     ]
     notes = [_lock_line(a, "threads, parent"), _lock_line(b, "threads, patched"),
+             _munmap_line(a, "threads, parent"), _munmap_line(b, "threads, patched"),
              _lock_line(pa, "processes, parent"), _lock_line(pb, "processes, patched")]
     return checks, notes
 
