@@ -82,9 +82,11 @@ def test_reader_spins_on_a_running_writer_v53(make_rig: Callable[[], Rig]) -> No
 
 
 def test_reader_steals_a_reader_owned_sem_past_a_queued_writer(make_rig: Callable[[], Rig]) -> None:
-    """v5.3 reader spinning (rwsem_try_read_lock_unqueued) and v5.11's reader lock
-    stealing (1a728dff855a) let a reader join a reader-owned sem although a writer
-    waits; before, it queues behind the writer."""
+    """v5.3 reader spinning (rwsem_try_read_lock_unqueued) lets a reader join a reader-owned
+    sem although a writer waits; before, it queues behind the writer. v5.11's reader lock
+    stealing (1a728dff855a) does not take a sem other readers own: "don't attempt optimistic
+    lock stealing if the lock is currently owned by readers" (v6.6 rwsem_down_read_slowpath:
+    RWSEM_READER_OWNED && rcnt > 1 && !RWSEM_WRITER_LOCKED -> queue), so r2 queues behind w1."""
     def go(policy: RwsemPolicy) -> tuple[list[str], int]:
         r = make_rig()
         sem = RwSem(r.ctx, "sem", policy=policy)
@@ -97,7 +99,42 @@ def test_reader_steals_a_reader_owned_sem_past_a_queued_writer(make_rig: Callabl
 
     assert go(RwsemPolicy(spin_on_owner=True)) == (["r1", "w1", "r2"], 0)  # v3.16 .. v5.2
     assert go(RwsemPolicy(spin_on_owner=True, reader_spin=True)) == (["r1", "r2", "w1"], 1)  # v5.3 .. v5.10
-    assert go(RwsemPolicy(spin_on_owner=True, reader_steal=True)) == (["r1", "r2", "w1"], 1)  # v5.11+
+    assert go(RwsemPolicy(spin_on_owner=True, reader_steal=True)) == (["r1", "w1", "r2"], 0)  # v5.11+
+
+
+def _downgrader(r: Rig, sem: RwSem, log: Log, t: Task, write_hold: int, read_hold: int) -> Generator[Any, Any, None]:
+    yield sem.down_write(t)
+    log.append((t.name, "in", r.engine.now))
+    yield r.counters.busy(t.cpu, "hold", write_hold)
+    yield sem.downgrade(t)  # munmap's mmap_write_downgrade
+    log.append((t.name, "downgraded", r.engine.now))
+    yield r.counters.busy(t.cpu, "hold", read_hold)
+    log.append((t.name, "out", r.engine.now))
+    yield sem.up_read(t)
+
+
+def test_a_writer_spinning_on_a_writer_that_downgrades_starts_its_reader_threshold_then(
+        make_rig: Callable[[], Rig]) -> None:
+    """v5.3+ (writer_spin_on_readers): w1 spins on w0, a running writer owner; w0 downgrades and
+    holds the sem as a reader for 50 us. rwsem_optimistic_spin re-initialises rspin_threshold at
+    the non-reader -> reader change, so w1 gives up rspin_threshold(1) = 10.5 us after the
+    downgrade and sleeps, instead of spinning through the reader phase."""
+    pol = RwsemPolicy(spin_on_owner=True, writer_spin_on_readers=True)
+    r = make_rig()
+    sem = RwSem(r.ctx, "sem", policy=pol)
+    log: Log = []
+    t0 = Task(1, "w0", cpu=0)
+    r.sched.spawn(t0, _downgrader(r, sem, log, t0, 1000, 50_000))
+    _spawn(r, sem, log, 2, "w1", 1, True, 1000, 100)
+    r.engine.run()
+    assert log[0] == ("w0", "in", 0)  # w0's write hold ends at 1000, where its downgrade's atomic makes it a reader
+    down_at = next(at for n, what, at in log if what == "downgraded")
+    spin = r.counters.prof_ns[1]["rwsem_optimistic_spin"]
+    assert sem.stat.extra["spin_timeouts"] == 1
+    # from its arrival at 100 to rspin_threshold(1) past the owner change at 1000
+    assert spin == 1000 + rspin_threshold_ns(1) - 100 == 11_400
+    w1_in = next(at for n, what, at in log if n == "w1" and what == "in")
+    assert w1_in > down_at + 50_000  # it slept through the reader phase and was woken at w0's up_read
 
 
 def test_writer_spins_on_readers_for_the_threshold_then_sleeps(make_rig: Callable[[], Rig]) -> None:

@@ -18,7 +18,13 @@ is an :class:`RwsemPolicy`, set from the kernel catalogue by the lock's user:
   ignores the waiters bit); otherwise it sleeps;
 * ``writer_spin_on_readers`` (7d43f1ce9dd0, v5.3): a writer also spins on a
   reader-owned sem, for ``rwsem_rspin_threshold`` = (10 + readers/2) µs, at
-  most 25 µs; past it the sem is marked non-spinnable and it sleeps;
+  most 25 µs; past it the sem is marked non-spinnable and it sleeps. The limit
+  starts when the spinner first finds the sem reader-owned
+  (``rwsem_optimistic_spin``: ``OWNER_READER`` sets ``rspin_threshold``), also
+  when that happens under it: a writer owner that downgrades (munmap's
+  ``mmap_write_downgrade``) or releases to readers. Until session 11 the model
+  armed it only for a writer that began to spin on readers, so a writer that
+  began on a writer owner spun through a whole downgraded munmap;
 * ``reader_spin`` (cf69482d62d9, v5.3; removed by 617f3ef95177, v5.11): a
   contended reader spins on a running writer owner and, on a reader-owned sem
   with no hand-off pending, takes the lock at once although writers are
@@ -31,7 +37,12 @@ is an :class:`RwsemPolicy`, set from the kernel catalogue by the lock's user:
   the fast path or by spinning clears it (``rwsem_set_owner``);
 * ``reader_steal`` (1a728dff855a, v5.11, with the removal above): a reader in
   the slowpath still takes a sem that no writer holds and no hand-off
-  protects, without spinning (``rwsem_down_read_slowpath``);
+  protects, without spinning (``rwsem_down_read_slowpath``), except one that
+  other readers own: "To prevent a constant stream of readers from starving a
+  sleeping waiter, don't attempt optimistic lock stealing if the lock is
+  currently owned by readers" (``RWSEM_READER_OWNED && rcnt > 1 &&
+  !RWSEM_WRITER_LOCKED`` → ``goto queue``; v6.6 kernel/locking/rwsem.c, the same
+  test from v5.11 to v6.18). The model missed that test until session 11;
 * ``handoff`` (4f23dbc1e657, v5.3): once the first waiter has waited
   ``RWSEM_WAIT_TIMEOUT`` (4 ms), ``RWSEM_FLAG_HANDOFF`` stops spinners and
   fast-path lockers from stealing; the next release goes to that waiter;
@@ -87,7 +98,7 @@ class MutexPolicy:
 
 
 class _Waiter:
-    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin")
+    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin", "rspin")
 
     def __init__(self, task: Task, write: bool, since: int, spinning: bool) -> None:
         self.task = task
@@ -96,6 +107,7 @@ class _Waiter:
         self.spinning = spinning
         self.woken = False  # a mutex waiter woken once that lost the lock (handoff)
         self.saw_nonspin = False  # non-spinnable bits seen at slowpath entry (5cfd92e12e13)
+        self.rspin = 0  # reader phases this spinner has seen: only the latest one's threshold counts
 
 
 class RwSem:
@@ -209,13 +221,26 @@ class RwSem:
         return PARK  # spinning: keeps its CPU
 
     def _arm_rspin(self, w: _Waiter) -> None:
+        """``rspin_threshold`` re-initialised at a non-reader -> reader owner change (v6.6
+        rwsem_optimistic_spin: "This allows a writer to steal the lock in between 2 reader phases and
+        have the threshold reset at the beginning of the 2nd reader phase"): an earlier phase's timer
+        is void."""
         now = self.ctx.engine.now
-        self.ctx.engine.call_at(now + rspin_threshold_ns(self.readers), self._rspin_timeout, (w, self.readers))
+        w.rspin += 1
+        self.ctx.engine.call_at(now + rspin_threshold_ns(self.readers), self._rspin_timeout, (w, w.rspin))
+
+    def _readers_own(self) -> None:
+        """The sem just became reader-owned under spinning writers (a downgrade, or readers woken by a
+        release): each starts its ``rwsem_rspin_threshold`` now (module docstring)."""
+        if self.policy.writer_spin_on_readers and self.writer is None and self.readers:
+            for w in self.osq:
+                if w.write:
+                    self._arm_rspin(w)
 
     def _rspin_timeout(self, arg: tuple[_Waiter, int]) -> None:
         """A writer spinning on a reader-owned sem gives up: non-spinnable, sleep."""
-        w, _ = arg
-        if w not in self.osq or self.writer is not None or not self.readers:
+        w, phase = arg
+        if phase != w.rspin or w not in self.osq or self.writer is not None or not self.readers:
             return
         self.osq.remove(w)
         self.nonspinnable = True  # rwsem_set_nonspinnable(): both bits
@@ -278,6 +303,7 @@ class RwSem:
             self._reader_spinners_in(rel_cpu)
             if self.waitq and not self.waitq[0].write:
                 self._wake_readers()  # RWSEM_WAKE_READ_OWNED
+            self._readers_own()
             return
         q = self.waitq
         if not q:
@@ -290,6 +316,7 @@ class RwSem:
             return
         self.handoff = False
         self._wake_readers()
+        self._readers_own()
         if self.policy.reader_spin:
             self._reader_spinners_in(rel_cpu)
 
@@ -321,7 +348,9 @@ class RwSem:
         self._note_contention(task.cpu, False)
         p = self.policy
         rd_ok = not (p.reader_spin_adaptive and self.rd_nonspinnable)
-        if (p.reader_spin and rd_ok and self._can_spin(False)) or (p.reader_steal and self.writer is None):
+        # v5.11+ rwsem_down_read_slowpath: a sem other readers own is not stolen (module docstring)
+        steal = p.reader_steal and self.writer is None and (p.reader_spin or not self.readers)
+        if (p.reader_spin and rd_ok and self._can_spin(False)) or steal:
             if self.writer is None and not self.handoff:
                 # rwsem_try_read_lock_unqueued on a reader-owned sem: steal it
                 self.stat.extra["steals"] += 1
@@ -386,6 +415,7 @@ class RwSem:
         self._take(task, False, self.ctx.engine.now + cost)
         if self.waitq and not self.waitq[0].write:
             self._wake_readers()
+        self._readers_own()
         return cost
 
 
