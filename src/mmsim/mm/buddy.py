@@ -60,6 +60,8 @@ FA_OP = [[[tuple(sorted({_fa_line(o, MIGRATE_TYPES * 16)}
                         | ({_fa_line(o, 16 * mt + 8)} if mask & 2 else set())))
            for mask in range(4)] for mt in range(MIGRATE_PCPTYPES)] for o in range(NR_ORDERS)]
 HEAD_NEXT, HEAD_PREV = 1, 2
+# FA_NR_FREE[order]: the line of ``free_area[order].nr_free`` (``__zone_watermark_ok`` reads it)
+FA_NR_FREE = [_fa_line(o, MIGRATE_TYPES * 16) for o in range(NR_ORDERS)]
 # zone->vm_stat[] (after CACHELINE_PADDING(_pad3_) in struct zone): NR_FREE_PAGES is item 0, so its
 # line is the array's first; kept in Zone.area_lines after the free_area lines.
 VM_STAT_LINE = FREE_AREA_LINES
@@ -300,6 +302,35 @@ class BuddyLists:
                 + self._lines_op(self._global_stat, cpu, (0,), True, self._global_at, z.node)
             x = 0
         row[z.index] = x
+
+    def _watermark_lines(self, z: Zone, cpu: int, order: int) -> float:
+        """The lock-free reads of ``zone_watermark_fast`` (v6.6 ``get_page_from_freelist``, before
+        ``rmqueue``, on every allocation; the v6.5/v6.6-era mm/page_alloc.c of store id 51773817566):
+        ``zone_page_state(z, NR_FREE_PAGES)`` reads ``zone->vm_stat``'s first line; an order-0
+        request passes the fast check there. For order > 0, ``__zone_watermark_ok`` scans ``o`` =
+        order .. MAX_ORDER: ``area->nr_free`` (``continue`` if 0), then ``free_area_empty(area, mt)``
+        (``head.next``) for mt = 0, 1, 2 up to the first non-empty list, and returns true there.
+        Each line once, as a read (:meth:`_lines_op`); the cost in ns, charged by the caller outside
+        the lock. The read-mostly lines (``_watermark``, ``lowmem_reserve``,
+        ``nr_reserved_highatomic``, vm_stat's second line with NR_FREE_CMA_PAGES) are not charged;
+        the CMA / HIGHATOMIC checks are never reached (the lists here hold no such blocks)."""
+        if not order:
+            return self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), False, z.area_at, z.node)
+        lines = [VM_STAT_LINE]
+        fa = z.free_area
+        for o in range(order, NR_ORDERS):
+            ln = FA_NR_FREE[o]
+            if ln not in lines:
+                lines.append(ln)
+            if not z.nr_free(o):
+                continue
+            for mt in range(MIGRATE_PCPTYPES):
+                ln = FA_NEXT[o][mt]
+                if ln not in lines:
+                    lines.append(ln)
+                if fa[o][mt] or (o == MAX_ORDER and mt == MIGRATE_MOVABLE and z.pristine < z.pristine_end):
+                    return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node)
+        return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
