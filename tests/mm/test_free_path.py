@@ -297,7 +297,7 @@ def test_allocation_charges_the_watermark_reads_outside_the_lock(tiny: Machine) 
         wm_lines[0] += pa.zone_lines - before
         return ns
 
-    pa._watermark_lines = counted  # type: ignore[method-assign]
+    pa._watermark_lines = counted  # type: ignore[method-assign, assignment]
     _run(s, 1, lambda t: _alloc(pa, t, 3))
     # vm_stat, nr_free of orders 3 .. 10 (lines 6, 8, 9, 11, 12, 14, 16, 17), order 10's pristine
     # MOVABLE head.next of UNMOVABLE (line 16) and MOVABLE (line 16): 9 lines
