@@ -211,15 +211,16 @@ def _lines(acc: dict[tuple[str, str], list[float]]) -> Iterator[None]:
         return ns
 
     def lines_op_(self: PageAllocator, al: list[int], cpu: int, lns: tuple[int, ...], write: bool,
-                  at: Any = None, node: int = 0) -> float:
+                  at: Any = None, node: int = 0, sh: Any = None) -> float:
         f = sys._getframe(1)
         site = "zone:" + (f.f_back.f_code.co_name if f.f_code.co_name == "_area_op" and f.f_back else
                           f.f_code.co_name)
         total = 0.0
         for ln in lns:
             st = al[ln]
-            ns: float = lines_op(self, al, cpu, (ln,), write, at, node)
-            cls = _distance(self, st >> 1, cpu, st & 1)
+            shared = sh is not None and cpu in sh[ln]
+            ns: float = lines_op(self, al, cpu, (ln,), write, at, node, sh)
+            cls = "own" if shared and not write else _distance(self, st >> 1, cpu, st & 1)
             add(site, own(ns, -1.0) if cls == "own" else cls, 1, ns)
             total += ns
         return total

@@ -309,3 +309,16 @@ def _alloc(pa: PageAllocator, t: Task, order: int) -> Generator[Any, Any, None]:
     _pfn, pending = yield from pa.alloc_pages_pfn(t, 0, order, MIGRATE_MOVABLE)
     if pending:
         yield pending
+
+
+def test_a_shared_zone_line_is_read_again_from_the_readers_own_cache(tiny: Machine) -> None:
+    """Zone.area_sh: CPUs that read a free_area / vm_stat line keep valid copies until a write."""
+    pa, z = _bare_zone(tiny)
+    ln = (VM_STAT_LINE,)
+    assert pa._area_op(z, 1, ln, False) == 50  # dirty at the home CPU 0: a HITM in the socket
+    assert pa._area_op(z, 2, ln, False) == 200  # the other socket, from the forwarder CPU 1
+    assert pa._area_op(z, 1, ln, False) == 0  # CPU 1 still holds its copy (just touched): no transfer
+    assert set(z.area_sh[VM_STAT_LINE]) == {1, 2}
+    assert pa._area_op(z, 5, ln, True) == 200  # a write: from the forwarder CPU 2, every copy invalidated
+    assert set(z.area_sh[VM_STAT_LINE]) == {5}
+    assert pa._area_op(z, 1, ln, False) == 10  # CPU 1's copy is gone: from CPU 5, its SMT sibling

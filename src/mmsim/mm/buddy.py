@@ -70,7 +70,7 @@ VM_STAT_LINE = FREE_AREA_LINES
 class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "area_at", "page_owner", "page_at",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "area_at", "area_sh", "page_owner", "page_at",
         "tail_owner", "owner_cap",
         "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
     )
@@ -102,6 +102,8 @@ class Zone:
         # pfn -> (L2, LLC byte clock of the CPU that touched it last, at that access): where it still is
         self.page_at: dict[int, tuple[float, float]] = {}
         self.area_at: list[tuple[float, float] | None] = [None] * (FREE_AREA_LINES + 1)
+        # free_area / vm_stat line -> the CPUs holding a valid copy since its last write, with their stamps
+        self.area_sh: list[dict[int, tuple[float, float]]] = [{} for _ in range(FREE_AREA_LINES + 1)]
         # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
         self.tail_owner: dict[int, int] = {}
         self.owner_cap = owner_cap
@@ -255,15 +257,20 @@ class BuddyLists:
     def _area_op(self, z: Zone, cpu: int, lines: tuple[int, ...], write: bool = True) -> float:
         """One list operation's accesses to ``zone->free_area`` lines (``FA_OP`` / ``FA_NEXT``): each
         line costs the transfer from the CPU that took it last (HITM while dirty there, HIT once
-        read), 0 if that is ``cpu``. A read leaves the line clean with ``cpu`` as its forwarder
-        (MESIF's F state goes to the last requester); a later write by another sharer pays a HIT
-        from it (the upgrade's snoop, approximated by a transfer)."""
-        return self._lines_op(z.area_lines, cpu, lines, write, z.area_at, z.node)
+        read), or the level ``cpu``'s caches hold it in if ``cpu`` still has a valid copy (it took
+        it last, or read it and nobody wrote it since: ``Zone.area_sh``). A read leaves the line
+        clean with ``cpu`` as its forwarder (MESIF's F state goes to the last requester) and the
+        earlier holders keep shared copies; a later write by another sharer pays a HIT from the
+        forwarder (the upgrade's snoop, approximated by a transfer) and invalidates every copy."""
+        return self._lines_op(z.area_lines, cpu, lines, write, z.area_at, z.node, z.area_sh)
 
     def _lines_op(self, al: list[int], cpu: int, lines: tuple[int, ...], write: bool,
-                  at: list[tuple[float, float] | None] | None = None, node: int = 0) -> float:
-        """``at``: the lines' stamps (``cpu``'s byte clocks at its last access), for the cost of a
-        line ``cpu`` took last by the level it is still in (:meth:`_own_ns`); None: free."""
+                  at: list[tuple[float, float] | None] | None = None, node: int = 0,
+                  sh: list[dict[int, tuple[float, float]]] | None = None) -> float:
+        """``at``: the lines' stamps (the accessing CPU's byte clocks at the last access), for the
+        cost of a line ``cpu`` took last by the level it is still in (:meth:`_own_ns`); None: free.
+        ``sh``: per line, the CPUs holding a valid copy since the last write, with their own stamps
+        (session 11: a CPU re-reading a line it shares pays its own cache level, not a transfer)."""
         xr = self._xrows
         self.zone_lines += len(lines)
         ns = 0.0
@@ -275,7 +282,17 @@ class BuddyLists:
             if at is not None:
                 last = at[ln]
                 at[ln] = (k2, k3)
-            if st >> 1 == cpu:
+            held = None
+            if sh is not None:
+                copies = sh[ln]
+                if cpu in copies:
+                    held = copies[cpu]
+                    last = held
+                if write:
+                    sh[ln] = {cpu: (k2, k3)}
+                else:
+                    copies[cpu] = (k2, k3)
+            if st >> 1 == cpu or (held is not None and not write):
                 if write:
                     al[ln] = cpu << 1 | 1
                 if at is not None and last is not None:
@@ -298,7 +315,7 @@ class BuddyLists:
         x = row[z.index] + delta
         if abs(x) > self._stat_threshold[z.index]:
             self.stat_folds += 1
-            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True, z.area_at, z.node) \
+            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True, z.area_at, z.node, z.area_sh) \
                 + self._lines_op(self._global_stat, cpu, (0,), True, self._global_at, z.node)
             x = 0
         row[z.index] = x
@@ -315,7 +332,7 @@ class BuddyLists:
         ``nr_reserved_highatomic``, vm_stat's second line with NR_FREE_CMA_PAGES) are not charged;
         the CMA / HIGHATOMIC checks are never reached (the lists here hold no such blocks)."""
         if not order:
-            return self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), False, z.area_at, z.node)
+            return self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), False, z.area_at, z.node, z.area_sh)
         lines = [VM_STAT_LINE]
         fa = z.free_area
         for o in range(order, NR_ORDERS):
@@ -329,8 +346,8 @@ class BuddyLists:
                 if ln not in lines:
                     lines.append(ln)
                 if fa[o][mt] or (o == MAX_ORDER and mt == MIGRATE_MOVABLE and z.pristine < z.pristine_end):
-                    return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node)
-        return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node)
+                    return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node, z.area_sh)
+        return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node, z.area_sh)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
