@@ -16,12 +16,15 @@ and runs both arms. The variants:
 
 Usage: python benchmarks/pcp_sensitivity.py [--json] [VARIANT ...]
        python benchmarks/pcp_sensitivity.py --breakdown [--json]
+       python benchmarks/pcp_sensitivity.py --lines [--json]
 (no variant: model, handoff-2x, copy-1.6x, copy-2.4x, cs+200 ... cs+800)
 Prints, per variant: both arms' spin shares, their ratio, the bandwidth
 change, the zone->lock hold per acquisition and how many of the experiment's
 six band checks pass. ``--breakdown`` instead counts, in the model as it is,
 the blocks freed to the buddy lists, their merge depth and the ``free_area``
-list operations after another CPU's. Results: docs/pcp-free-high.md.
+list operations after another CPU's. ``--lines`` counts every line the allocator
+charges, per zone->lock acquisition, by the function charging it and by who took
+the line last, with its ns (session 11). Results: docs/pcp-free-high.md.
 """
 
 from __future__ import annotations
@@ -176,7 +179,97 @@ def breakdown() -> dict[str, dict[str, int]]:
     return out
 
 
+def _distance(self: PageAllocator, owner: int, cpu: int, dirty: int) -> str:
+    if owner == cpu:
+        return "own"
+    m = self.system.machine
+    where = "socket" if m.cpu_socket(owner) == m.cpu_socket(cpu) else "remote"
+    return f"{where} {'HITM' if dirty else 'HIT'}"
+
+
+@contextmanager
+def _lines(acc: dict[tuple[str, str], list[float]]) -> Iterator[None]:
+    """Count, without changing any cost, every line the allocator charges: by the function that
+    charges it (``zone:`` for zone->free_area / vm_stat lines) and by who took the line last
+    (this CPU by the level still holding it, another core of the socket, the other socket, or no
+    table: memory, or the L2 where the streamer covers it), with the ns charged."""
+    line, lines_op, tails = PageAllocator._line, PageAllocator._lines_op, PageAllocator._tails
+
+    def add(site: str, cls: str, n: int, ns: float) -> None:
+        a = acc.setdefault((site, cls), [0, 0.0])
+        a[0] += n
+        a[1] += ns
+
+    def own(ns: float, lat2: float) -> str:
+        return "own L1" if ns == 0 else ("own L2" if ns == lat2 else "own farther")
+
+    def line_(self: PageAllocator, z: Any, pfn: int, cpu: int, write: bool) -> float:
+        st = z.page_owner.get(pfn, -1)
+        ns: float = line(self, z, pfn, cpu, write)
+        cls = "no table" if st < 0 else _distance(self, st >> 1, cpu, st & 1)
+        add(sys._getframe(1).f_code.co_name, own(ns, self._lat2) if cls == "own" else cls, 1, ns)
+        return ns
+
+    def lines_op_(self: PageAllocator, al: list[int], cpu: int, lns: tuple[int, ...], write: bool,
+                  at: Any = None, node: int = 0, sh: Any = None) -> float:
+        f = sys._getframe(1)
+        site = "zone:" + (f.f_back.f_code.co_name if f.f_code.co_name == "_area_op" and f.f_back else
+                          f.f_code.co_name)
+        total = 0.0
+        for ln in lns:
+            st = al[ln]
+            shared = sh is not None and cpu in sh[ln]
+            ns: float = lines_op(self, al, cpu, (ln,), write, at, node, sh)
+            cls = "own" if shared and not write else _distance(self, st >> 1, cpu, st & 1)
+            add(site, own(ns, -1.0) if cls == "own" else cls, 1, ns)
+            total += ns
+        return total
+
+    def tails_(self: PageAllocator, z: Any, pfn: int, order: int, cpu: int) -> float:
+        owner = z.tail_owner.get(pfn << 4 | order, z.home)
+        ns: float = tails(self, z, pfn, order, cpu)
+        add("tails:" + sys._getframe(1).f_code.co_name, _distance(self, owner, cpu, 1), (1 << order) - 1, ns)
+        return ns
+
+    with mock.patch.object(PageAllocator, "_line", line_), mock.patch.object(PageAllocator, "_lines_op", lines_op_), \
+            mock.patch.object(PageAllocator, "_tails", tails_):
+        yield
+
+
+UNDER_LOCK = {"_free_pcppages_bulk", "_free_one_page", "_rmqueue_smallest", "zone:_free_one_page",
+              "zone:_rmqueue_smallest", "zone:_mod_free_pages", "zone:_find_fallback"}
+
+
+def lines() -> dict[str, Any]:
+    """Per zone->lock acquisition, each arm: the lines charged by function and distance, and the
+    sum of those charged under the lock."""
+    _load()
+    out: dict[str, Any] = {}
+    for arm, spec in EXPERIMENTS["pcp-free-high"].arms.items():
+        acc: dict[tuple[str, str], list[float]] = {}
+        with _lines(acc):
+            r = run(spec)
+        acq = r.locks["&zone->lock"]["acquisitions"]
+        rows = [{"site": s, "from": c, "lines_per_acq": round(n / acq, 3), "ns_per_acq": round(ns / acq, 1)}
+                for (s, c), (n, ns) in sorted(acc.items(), key=lambda kv: -kv[1][1])]
+        under = sum(ns for (s, _), (_, ns) in acc.items() if s in UNDER_LOCK) / acq
+        out[arm] = {"acquisitions": acq, "hold_ns": round(r.locks["&zone->lock"]["hold_ns_total"] / acq, 1),
+                    "line_ns_under_lock": round(under, 1), "rows": rows}
+    return out
+
+
 def main() -> None:
+    if "--lines" in sys.argv:
+        res = lines()
+        if "--json" in sys.argv:
+            print(json.dumps(res))
+            return
+        for arm, d in res.items():
+            print(f"{arm}: {d['acquisitions']:,} acquisitions, hold {d['hold_ns']} ns, lines under the lock "
+                  f"{d['line_ns_under_lock']} ns per acquisition")
+            for row in d["rows"]:
+                print(f"  {row['site']:>28} {row['from']:>12} {row['lines_per_acq']:>9} {row['ns_per_acq']:>9}")
+        return
     if "--breakdown" in sys.argv:
         b = breakdown()
         if "--json" in sys.argv:

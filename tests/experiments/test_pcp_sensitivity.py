@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import mmsim.locks.base as lbase
 import mmsim.net.skbuff as skbuff
@@ -51,3 +52,25 @@ def test_copy_variant_puts_its_lines_in_flight_whatever_the_machine_has() -> Non
     assert skbuff.copy_ns(sysm, 0, 64 * 64, 1000.0) == 6401  # 64 lines x 1000 ns / 10, + 1
     with s.variant("copy-2.4x")():
         assert skbuff.copy_ns(sysm, 0, 64 * 64, 1000.0) == int(64 * 1000.0 / 24) + 1
+
+
+def test_lines_counts_without_changing_a_cost(tiny: Any) -> None:
+    """--lines: the same ns as the model, split by function and distance; the methods restored."""
+    from mmsim.kernels import resolve
+    from mmsim.mm.buddy import MIGRATE_MOVABLE
+    from mmsim.mm.system import System
+
+    s = _script()
+    pa = System(tiny, resolve("v6.6"), 0).page_alloc
+    z = pa.zones[0]
+    line, lines_op = PageAllocator._line, PageAllocator._lines_op
+    acc: dict[tuple[str, str], list[float]] = {}
+    with s._lines(acc):
+        pa._cs = 0.0
+        pa._rmqueue_smallest(z, 1, 0, MIGRATE_MOVABLE)  # splits the order-10 block at pfn 0
+        cs = pa._cs
+    assert PageAllocator._line is line and PageAllocator._lines_op is lines_op
+    assert sum(ns for _, ns in acc.values()) == cs
+    # struct pages: the block and its 10 split halves, no table remembers them
+    assert acc[("_rmqueue_smallest", "no table")][0] == 11
+    assert sum(n for (site, _), (n, _) in acc.items() if site == "zone:_rmqueue_smallest") == pa.zone_lines

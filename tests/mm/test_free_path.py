@@ -20,7 +20,16 @@ import pytest
 from mmsim.engine.core import Task
 from mmsim.kernels import resolve
 from mmsim.machine.model import Machine
-from mmsim.mm.buddy import FA_NEXT, FA_OP, FREE_AREA_LINES, HEAD_NEXT, HEAD_PREV, MIGRATE_UNMOVABLE
+from mmsim.mm.buddy import (
+    FA_NEXT,
+    FA_NR_FREE,
+    FA_OP,
+    FREE_AREA_LINES,
+    HEAD_NEXT,
+    HEAD_PREV,
+    MIGRATE_UNMOVABLE,
+    VM_STAT_LINE,
+)
 from mmsim.mm.free_list import NIL, FreeList
 from mmsim.mm.page_alloc import COLD, MAX_ORDER, MIGRATE_MOVABLE, PageAllocator, Zone
 from mmsim.mm.system import System
@@ -243,3 +252,69 @@ def test_streamer_covers_a_vmemmap_page_after_two_misses(tiny: Machine) -> None:
     assert pa._line(z, 132, 0, False) == 100 and pa._line(z, 133, 0, False) == 12
     pa._end_section()  # the stream state does not outlive a zone->lock section
     assert pa._line(z, 134, 0, False) == 100
+
+
+def test_watermark_reads_order_0_are_not_modelled(tiny: Machine) -> None:
+    """``zone_watermark_fast`` (v6.6): an order-0 request reads zone->vm_stat[NR_FREE_PAGES] and passes
+    the fast check. Not modelled (reverted in session 11: it moves the fast-forward sampler's phase)."""
+    pa, z = _bare_zone(tiny)
+    pa.zone_lines = 0
+    assert pa._watermark_lines(z, 1, 0) == 0 and pa.zone_lines == 0
+
+
+def test_watermark_reads_scan_nr_free_up_to_a_non_empty_list(tiny: Machine) -> None:
+    """``__zone_watermark_ok`` for order 3 with the only free block at order 5 (MOVABLE): vm_stat
+    (line 18), nr_free of orders 3 (byte 408: line 6), 4 (512: line 8) and 5 (616: line 9), then
+    order 5's head.next of UNMOVABLE (520: line 8) and MOVABLE (536: line 8), non-empty: 4 lines."""
+    pa, z = _bare_zone(tiny)
+    z.free_area[5][MIGRATE_MOVABLE].add(32, COLD)
+    assert FA_NR_FREE[3] == 6 and FA_NR_FREE[4] == 8 and FA_NR_FREE[5] == 9 and FA_NEXT[5][:2] == [8, 8]
+    pa.zone_lines = 0
+    assert pa._watermark_lines(z, 1, 3) == 4 * 50
+    assert pa.zone_lines == 4
+    # a lock holder's later write to a line the reader took pays a HIT from the reader: CPU 5
+    # (CPU 1's SMT sibling) writes order 4's nr_free line, 10 ns from CPU 1
+    assert pa._area_op(z, 5, (FA_NR_FREE[4],)) == 10
+
+
+def test_allocation_charges_the_watermark_reads_outside_the_lock(tiny: Machine) -> None:
+    """An order-3 allocation from an empty PCP: the reads of zone_watermark_fast are charged to
+    get_page_from_freelist, not to the rmqueue_bulk section."""
+    s = System(tiny, resolve("v6.6"), 0)
+    pa = s.page_alloc
+    z = pa.zones[0]
+    pa.zone_lines = 0
+    wm_lines = [0]
+    orig = pa._watermark_lines
+
+    def counted(zz: Zone, cpu: int, order: int) -> float:
+        before = pa.zone_lines
+        ns = orig(zz, cpu, order)
+        wm_lines[0] += pa.zone_lines - before
+        return ns
+
+    pa._watermark_lines = counted  # type: ignore[method-assign, assignment]
+    _run(s, 1, lambda t: _alloc(pa, t, 3))
+    # vm_stat, nr_free of orders 3 .. 10 (lines 6, 8, 9, 11, 12, 14, 16, 17), order 10's pristine
+    # MOVABLE head.next of UNMOVABLE (line 16) and MOVABLE (line 16): 9 lines
+    assert wm_lines[0] == 9
+    assert z.area_lines[FA_NR_FREE[3]] >> 1 == 1
+
+
+def _alloc(pa: PageAllocator, t: Task, order: int) -> Generator[Any, Any, None]:
+    _pfn, pending = yield from pa.alloc_pages_pfn(t, 0, order, MIGRATE_MOVABLE)
+    if pending:
+        yield pending
+
+
+def test_a_shared_zone_line_is_read_again_from_the_readers_own_cache(tiny: Machine) -> None:
+    """Zone.area_sh: CPUs that read a free_area / vm_stat line keep valid copies until a write."""
+    pa, z = _bare_zone(tiny)
+    ln = (VM_STAT_LINE,)
+    assert pa._area_op(z, 1, ln, False) == 50  # dirty at the home CPU 0: a HITM in the socket
+    assert pa._area_op(z, 2, ln, False) == 200  # the other socket, from the forwarder CPU 1
+    assert pa._area_op(z, 1, ln, False) == 0  # CPU 1 still holds its copy (just touched): no transfer
+    assert set(z.area_sh[VM_STAT_LINE]) == {1, 2}
+    assert pa._area_op(z, 5, ln, True) == 200  # a write: from the forwarder CPU 2, every copy invalidated
+    assert set(z.area_sh[VM_STAT_LINE]) == {5}
+    assert pa._area_op(z, 1, ln, False) == 10  # CPU 1's copy is gone: from CPU 5, its SMT sibling

