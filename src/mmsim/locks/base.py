@@ -73,10 +73,12 @@ SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them dir
 # estimate for the later cores (plausible 17-25 cycles; LLVM's btver2 model, commit b1bdd97a2671, measures
 # 16-17 cycles for Jaguar's lock cmpxchg / xchg).
 LOCAL_RMW_CYCLES = 18.0
-# This host (the AMD EPYC VM the native rows run on): lockbench's unlock store + lock xadd loop on an owned
-# line, alone on CPU 0, 13.4 ns per iteration (session 10, docs/locks.md); the xadd drains the store, so the
-# iteration is charged to the RMW. A native measurement of this host only: a user's host is not this one.
-HOST_LOCAL_RMW_NS = 13.4
+# This host (the AMD EPYC VM the native rows run on): ``lockbench owned-ticket`` (the unlock store + lock xadd
+# loop on a line that stays in this CPU's cache), 7.90 ns per iteration, median of 100 samples on CPU 0 and on
+# CPU 1 alike (session 11, 2026-12-02; ``owned-queued``, store + lock cmpxchg: 6.24 ns; session 10 noted
+# 13.4 ns, by a method not kept). The xadd drains the store, so the iteration is charged to the RMW. A native
+# measurement of this host only: a user's host is not this one.
+HOST_LOCAL_RMW_NS = 7.9
 
 
 def local_rmw_ns(machine: Machine) -> int:
