@@ -79,8 +79,11 @@ def test_queued_think0_fast_path_retakes_before_pending_lands(make_rig: Callable
     assert g == [(0, 0), (18, 0), (36, 0), (54, 0), (179, 1), (197, 1), (215, 1), (233, 1),
                  (358, 0), (376, 0), (408, 1), (408, 1)]
     st = lk.stat
-    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 3)
+    # CPU 1's last pending cmpxchg found the lock free when it landed: no contention after all
+    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 2)
     assert st.extra["retakes_ahead_of_inflight"] == 7
+    assert st.extra["landed_on_free_lock"] == 1
+    assert st.wait_ns_total == (179 - 0) + (358 - 54)  # CPU 1 from its issue at 0, CPU 0 from 54
     assert st.extra["pending_rmws"] == 2  # the two waits out a hand-over, each then an RMW
     assert st.extra["lock_word_stores"] == 2  # the two pending -> locked hand-overs
 
@@ -90,11 +93,14 @@ def test_think_longer_than_the_transfer_alternates(make_rig: Callable[[], Rig], 
     lk, g = _loop(make_rig(), kind, think=100)
     # t=0: CPU 0 takes the lock; CPU 1's RMW is in flight until 50. CPU 0's release at 0 finds
     #   it in flight: the lock is free until it lands. CPU 0 thinks until 100; at 50 CPU 1's
-    #   RMW finds the lock free: CPU 1 holds (wait 50) and releases. Each later acquire takes
+    #   RMW finds the lock free: CPU 1 holds (its RMW took 50 ns) and releases. Each later acquire takes
     #   the line from the other CPU (50), which has released and is thinking: every acquisition
     #   a hand-off, 150 ns apart per CPU.
     assert g == [(0, 0), (50, 1), (150, 0), (200, 1), (300, 0), (350, 1), (450, 0), (500, 1),
                  (600, 0), (650, 1), (750, 0), (800, 1)]
     st = lk.stat
-    assert (st.acquisitions, st.acq_bounces) == (12, 11)
+    # Every RMW found the lock free when it landed: no contention, no wait (lock_stat counts a
+    # contention only when the trylock fails); 6 of them were issued while the other CPU held it.
+    assert (st.acquisitions, st.acq_bounces, st.contentions, st.wait_ns_total) == (12, 11, 0, 0)
+    assert st.extra["landed_on_free_lock"] == 6
     assert "retakes_ahead_of_inflight" not in st.extra

@@ -99,8 +99,9 @@ class Spinlock:
         self.stat = ctx.stat(name, f"spinlock({kind.value})")
         self.holder: Task | None = None
         self.acquired_at = 0
-        # (task, since, role, node_link_ns, land): role is unused by ticket locks; land is when the waiter's
-        # RMW reaches the line as issued (the line's arrival() has it as pushed back since)
+        # (task, since, role, node_link_ns, land, bounced): role is unused by ticket locks; land is when the
+        # waiter's RMW reaches the line as issued (the line's arrival() has it as pushed back since); bounced:
+        # its contention was counted as a con-bounce
         self.waiters: deque[list[Any]] = deque()
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
         self.last_cpu = -1  # CPU of the last acquisition (lock_stat's bounces)
@@ -151,13 +152,18 @@ class Spinlock:
             return
         if self.holder is not None or not self.waiters or self.waiters[0][0] is not task:
             return
-        since = self.waiters.popleft()[1]
+        w = self.waiters.popleft()
         if task.cpu in self.line._cpu:
             self.line.remove_spinner(task.cpu)
         self._take(task)
-        wait = now - since
-        self.stat.note_wait(wait)
-        self.ctx.counters.busy(task.cpu, self._spin_func, wait)
+        # Its RMW found the lock free: an uncontended acquisition after all (lock_stat counts a contention
+        # only when the trylock fails), whose time since issue was the RMW's transfer.
+        st = self.stat
+        st.contentions -= 1
+        if w[5]:
+            st.con_bounces -= 1
+        st.extra["landed_on_free_lock"] = st.extra.get("landed_on_free_lock", 0) + 1
+        self.ctx.counters.busy(task.cpu, "_raw_spin_lock", now - w[1])
         self.ctx.engine.wake(task, 0)
 
     def _take(self, task: Task) -> int:
@@ -172,9 +178,10 @@ class Spinlock:
         ``queued_spin_lock``'s fast-path ``atomic_cmpxchg_acquire(&lock->val, 0, _Q_LOCKED_VAL)``)."""
         cpu = task.cpu
         self.stat.note_contention(cpu, self.last_cpu)
+        b = self.last_cpu >= 0 and cpu != self.last_cpu  # the contention was a con-bounce
         w = self.waiters
         if self._ticket:
-            w.append([task, since, _QUEUED, 0, land])
+            w.append([task, since, _QUEUED, 0, land, b])
             self.line.add_spinner(cpu)
             return PARK
         if self._handover and not w:
@@ -182,10 +189,10 @@ class Spinlock:
             self._watchers.append((task, since))
             return PARK
         if w or self._handover:
-            return self._enqueue(task, since, land)
+            return self._enqueue(task, since, land, b)
         # v4.13 slowpath "trylock || pending": atomic_cmpxchg_acquire(&lock->val, val, new), new = locked |
         # pending, on the line the fast path's RMW has just brought here: no second transfer
-        return self._pending(task, since, land)
+        return self._pending(task, since, land, b)
 
     def _set_pending(self, task: Task, since: int) -> Any:
         """A watcher after the pending -> locked hand-over: v4.13's "trylock || pending" cmpxchg, one RMW
@@ -197,29 +204,29 @@ class Spinlock:
         self.stat.extra["pending_rmws"] = self.stat.extra.get("pending_rmws", 0) + 1
         land = now + cost if line.remote else now
         if self.waiters:
-            return self._enqueue(task, since, land)
-        return self._pending(task, since, land)
+            return self._enqueue(task, since, land, False)
+        return self._pending(task, since, land, False)
 
-    def _pending(self, task: Task, since: int, land: int) -> Any:
+    def _pending(self, task: Task, since: int, land: int, bounced: bool) -> Any:
         """0,0,1 -> 0,1,1: the pending waiter, spinning on the lock word."""
-        self.waiters.append([task, since, _PENDING, 0, land])
+        self.waiters.append([task, since, _PENDING, 0, land, bounced])
         self.line.add_spinner(task.cpu)
         return PARK
 
-    def _enqueue(self, task: Task, since: int, land: int) -> Any:
+    def _enqueue(self, task: Task, since: int, land: int, bounced: bool) -> Any:
         """MCS queue (``xchg_tail``). Behind only the pending waiter (or a pending -> locked hand-over)
         the queue was empty: this node is the head and spins on the lock word; else it writes its
         predecessor's node->next (a HITM of that node's line) and spins on its own node."""
         w = self.waiters
         cpu = task.cpu
         if not w or (len(w) == 1 and w[0][2] == _PENDING):
-            w.append([task, since, _HEAD, 0, land])
+            w.append([task, since, _HEAD, 0, land, bounced])
             self.line.add_spinner(cpu)
             return PARK
         st = self.stat
         link = int(self.line.costs.hitm[w[-1][0].cpu][cpu])
         st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
-        w.append([task, since, _QUEUED, link, land])
+        w.append([task, since, _QUEUED, link, land, bounced])
         return PARK
 
     def release(self, task: Task) -> int:
