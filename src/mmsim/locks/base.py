@@ -34,6 +34,19 @@ releaser's next ``xadd`` right after its unlock store), still finds the line
 Modified in its own cache and costs nothing; that CPU then counts among the
 storm's readers (it keeps a copy), and the storm goes on unchanged.
 
+A request in flight (session 11). A locked RMW on a line the CPU owns (Modified/Exclusive) completes
+in its own cache. With no other request for the line in flight it costs nothing here (its own cycles are
+part of the calling path's length, as before); while one is in flight its duration decides the order, so
+it is charged :func:`local_rmw_ns`; the core "delays answering MESI share and RFO requests for the
+line until after the store part of the locked operation" (the cache lock). A write by another CPU to a line
+an exclusive owner holds is a request in flight for the transfer: the model orders it at the line when the
+transfer ends (``start + transfer``; the snoop reaches the owner somewhat earlier, by the data's return
+trip, so the window is an upper bound: an estimate, plausibly 1/2 .. 1 of the transfer). Until then the
+line is still the old owner's: its writes complete locally, one after another, each pushing the request's
+arrival to its end (cache lock). The lock models order a remote RMW's effect on the lock word at that
+arrival (:meth:`CacheLine.arrival`), so a releaser that comes straight back takes the lock again ahead of
+a request still in flight.
+
 All transfer costs come from :func:`_transfer_ns`, the one place that asks the
 machine: HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
 for clean forwards, by distance.
@@ -52,6 +65,27 @@ from mmsim.metrics.counters import Counters, LockStat
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
 _NO_MEMO: dict[int, float] = {}  # CacheLine._memo while not _big (never written: no memory per line)
 SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
+
+
+# A locked RMW (lock xadd / cmpxchg / xchg) on a line the CPU already owns: "xchg() = 18 cycles (no segment
+# prefix, LOCK semantics)", Christoph Lameter, commit 8270137a0d50 "cpuops: Use cmpxchg for xchg to avoid
+# lock semantics" (v2.6.38; an Intel core of 2010, not named). Used for every preset, at its clock: an
+# estimate for the later cores (plausible 17-25 cycles; LLVM's btver2 model, commit b1bdd97a2671, measures
+# 16-17 cycles for Jaguar's lock cmpxchg / xchg).
+LOCAL_RMW_CYCLES = 18.0
+# This host (the AMD EPYC VM the native rows run on): ``lockbench owned-ticket`` (the unlock store + lock xadd
+# loop on a line that stays in this CPU's cache), 7.90 ns per iteration, median of 100 samples on CPU 0 and on
+# CPU 1 alike (session 11, 2026-12-02; ``owned-queued``, store + lock cmpxchg: 6.24 ns; session 10 noted
+# 13.4 ns, by a method not kept). The xadd drains the store, so the iteration is charged to the RMW. A native
+# measurement of this host only: a user's host is not this one.
+HOST_LOCAL_RMW_NS = 7.9
+
+
+def local_rmw_ns(machine: Machine) -> int:
+    """ns of a locked RMW on a line ``machine``'s CPU owns: the host's measured loop on ``host``, else
+    :data:`LOCAL_RMW_CYCLES` at the machine's clock (at least 1 ns: integer time)."""
+    ns = HOST_LOCAL_RMW_NS if machine.name == "host" else LOCAL_RMW_CYCLES / machine.freq_ghz
+    return max(1, round(ns))
 
 
 def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
@@ -164,7 +198,8 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo")
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo", "local_ns", "_prev", "_req",
+                 "_land", "remote")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -194,6 +229,13 @@ class CacheLine:
         self._wcpu = -1
         self._first_at = 0
         self._wkept = False  # the storm's writer already counted among its readers
+        self.local_ns = local_rmw_ns(machine)  # a locked RMW on a line this CPU owns
+        # A write in flight to a line an exclusive owner held: the old owner ``_prev`` keeps the line until
+        # ``_land``, when the write by ``_req`` arrives (module docstring); -1: none in flight.
+        self._prev = -1
+        self._req = -1
+        self._land = 0
+        self.remote = False  # the last write took the line from another CPU (a transfer)
 
     # -- sums over the spinners ----------------------------------------------
     def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -333,8 +375,15 @@ class CacheLine:
             return t / self._nsnap
         return self.costs.hitm[o][cpu]
 
-    def write(self, cpu: int, now: int) -> tuple[int, float, float]:
-        """A write by ``cpu`` at ``now``: queue for the line, take it, set off
+    def arrival(self, cpu: int) -> int:
+        """When the write in flight by ``cpu`` reaches the line (pushed by the old owner's local writes
+        meanwhile); -1 if none of ``cpu``'s is in flight."""
+        return self._land if self._req == cpu else -1
+
+    def write(self, cpu: int, now: int, rmw: bool = False) -> tuple[int, float, float]:
+        """A write by ``cpu`` at ``now`` (``rmw``: a locked RMW, which costs :attr:`local_ns` on a line the
+        CPU owns while another request for it is in flight; a plain store retires from the store buffer):
+        queue for the line, take it, set off
         the storm. Returns (ns until the write completes, first read, each later
         read) of the storm; the line is busy until the storm ends.
 
@@ -350,22 +399,36 @@ class CacheLine:
                 self._log.append((cpu, -1))
                 self._nsnap += 1
                 self._wkept = True
-            return 0, 0.0, 0.0
+            self.remote = False
+            return (self.local_ns if rmw else 0), 0.0, 0.0
+        if cpu == self._prev and now < self._land:
+            # Another CPU's write is in flight to this line: until it arrives the line is still Modified
+            # here, so this write completes locally, and the request waits for it (cache lock).
+            self.remote = False
+            c = self.local_ns if rmw else 0
+            if now + c > self._land:
+                self.free_at += now + c - self._land
+                self._land = now + c
+            return c, 0.0, 0.0
         start = self.free_at if self.free_at > now else now
         o = self.owner
         co = self.costs
+        self._prev = -1
         if o == cpu:
-            cost = 0.0
-        elif o == SHARED and self._log is not None:
-            cost = self._in(co.th, cpu)
-            hit = co.hit
-            for j, d in self._log:
-                cost -= d * hit[j][cpu]
-            cost /= self._nsnap
+            cost = 0.0  # no request in flight: the RMW's own cycles are in its caller's path length
+            self.remote = False
         else:
-            cost = co.hitm[o][cpu]
-        if cost:
-            self.transfers += 1
+            if o == SHARED and self._log is not None:
+                cost = self._in(co.th, cpu)
+                hit = co.hit
+                for j, d in self._log:
+                    cost -= d * hit[j][cpu]
+                cost /= self._nsnap
+            else:
+                cost = co.hitm[o][cpu]
+            self.remote = cost > 0
+            if cost:
+                self.transfers += 1
         n = self.nspin
         if n:
             first = self._out(co.tm, cpu) / n
@@ -379,6 +442,10 @@ class CacheLine:
             self._first_at = start + int(cost + first)
             return start - now + int(cost), first, per
         self.free_at = start + int(cost)
+        if self.remote and o >= 0:  # taken from an exclusive owner: in flight until the transfer ends
+            self._prev = o
+            self._req = cpu
+            self._land = self.free_at
         self.owner = cpu
         self._log = None
         self._wcpu = -1
@@ -386,4 +453,4 @@ class CacheLine:
 
     def rmw(self, cpu: int, now: int) -> int:
         """A locked RMW by ``cpu``: ns until it completes."""
-        return self.write(cpu, now)[0]
+        return self.write(cpu, now, True)[0]

@@ -30,9 +30,30 @@ and so in what a hand-off costs.
   waiter or queue head) then stores to the lock word
   (``clear_pending_set_locked`` / ``set_locked``, or the last waiter's
   ``cmpxchg``): one more write of the line, made when its re-read has seen
-  the lock free (:meth:`Spinlock._granted`). Not modelled: a releaser that
-  comes straight back re-taking the lock by the fast path while another CPU
-  waits out the pending hand-over (``_Q_PENDING_LOOPS``); grants are FIFO.
+  the lock free (:meth:`Spinlock._granted`). The slowpath as v4.13 has it
+  (``queued_spin_lock_slowpath``, read in the stored corpus; v4.16+ bounds the
+  hand-over wait by ``_Q_PENDING_LOOPS`` and sets pending with one
+  ``fetch_or``, the same accesses at two CPUs): an arrival whose fast-path
+  ``cmpxchg`` finds a pending -> locked hand-over under way (``0,1,0``) reads
+  the word until it ends, then makes the "trylock || pending" ``cmpxchg``, one
+  more RMW, on the line the new holder's store has taken; an arrival that
+  finds the lock held and no waiter sets pending on the line its failed
+  ``cmpxchg`` brought (no second transfer).
+
+**Re-takes ahead of a request in flight** (session 11). A waiter's RMW (ticket
+``xadd``, qspinlock pending ``cmpxchg``) that takes the line from its old
+owner is in flight until its transfer ends
+(:meth:`~mmsim.locks.base.CacheLine.arrival`); the old owner's own RMWs
+meanwhile complete locally, one after another, and push the request back
+(the cache lock). So a holder that releases and comes straight back (no think
+time) takes the lock again, as often as its local RMWs fit in that window:
+the ticket releaser takes the next ticket ahead of the waiter's ``xadd``
+(v3.12 ``arch/x86/include/asm/spinlock.h``: ``arch_spin_lock``'s ``xadd`` on
+``lock->tickets``, ``arch_spin_unlock``'s unlocked ``__add`` of ``head``; read
+in halfline/rhel7, a v3.10-based tree that carries v3.12's paravirt-ticketlock
+code), and the qspinlock releaser's fast-path ``cmpxchg`` finds the word 0
+before the other CPU's pending bit lands. Grants are FIFO among the waiters
+whose RMWs have landed.
 
 The lock word lives on a :class:`~mmsim.locks.base.CacheLine` that other
 objects may share (``mm->page_table_lock`` shares its line with
@@ -66,7 +87,7 @@ class SpinlockKind(str, Enum):
 class Spinlock:
     __slots__ = (
         "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters", "line", "last_cpu", "_spin_func",
-        "_ticket",
+        "_ticket", "_handover", "_watchers",
     )
 
     def __init__(
@@ -78,46 +99,134 @@ class Spinlock:
         self.stat = ctx.stat(name, f"spinlock({kind.value})")
         self.holder: Task | None = None
         self.acquired_at = 0
-        # (task, since, role, node_link_ns); role is unused by ticket locks
+        # (task, since, role, node_link_ns, land, bounced): role is unused by ticket locks; land is when the
+        # waiter's RMW reaches the line as issued (the line's arrival() has it as pushed back since); bounced:
+        # its contention was counted as a con-bounce
         self.waiters: deque[list[Any]] = deque()
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
         self.last_cpu = -1  # CPU of the last acquisition (lock_stat's bounces)
         self._ticket = kind is SpinlockKind.TICKET
+        # qspinlock: a pending -> locked hand-over under way (the word reads 0,1,0 until the new holder's
+        # clear_pending_set_locked), and the arrivals waiting it out (task, since)
+        self._handover = False
+        self._watchers: list[tuple[Task, int]] = []
         self._spin_func = "_raw_spin_lock" if self._ticket else "native_queued_spin_lock_slowpath"
 
     def acquire(self, task: Task) -> Any:
-        """``spin_lock()``. Returns ns to yield (uncontended) or PARK (spinning)."""
+        """``spin_lock()``. Returns ns to yield (uncontended) or PARK (spinning).
+
+        The arrival's RMW (ticket ``xadd``; qspinlock's fast-path ``cmpxchg``) takes its place in the
+        line's order when it is issued, except against the line's old owner: a remote RMW is in flight
+        until its transfer ends (:meth:`CacheLine.arrival`), and the old owner's own RMWs meanwhile
+        complete first. So a holder that releases and comes straight back takes the lock again ahead of
+        a waiter whose RMW is still in flight (:meth:`release` waits for it to land)."""
         st = self.stat
         cpu = task.cpu
         now = self.ctx.engine.now
         st.note_acquire(cpu, self.last_cpu)
-        # xadd on the ticket / cmpxchg, set-pending or xchg_tail on the lock word: one RMW
-        cost = self.line.rmw(cpu, now)
-        if self.holder is None and not self.waiters:
-            self.holder = task
+        line = self.line
+        cost = line.rmw(cpu, now)
+        if self.holder is None and (not self.waiters or self._ahead_of_inflight(cpu, now)):
+            self._take(task)
             self.acquired_at = now + cost
-            self.last_cpu = cpu
+            if self.waiters:
+                st.extra["retakes_ahead_of_inflight"] = st.extra.get("retakes_ahead_of_inflight", 0) + 1
             return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost)
-        st.note_contention(cpu, self.last_cpu)
+        land = now + cost if line.remote else now
+        return self._arrive(task, now, land)
+
+    def _ahead_of_inflight(self, cpu: int, now: int) -> bool:
+        """The lock is free and its first waiter's RMW is still in flight to a line ``cpu`` still owns:
+        ``cpu``'s RMW completes first (the waiter has not taken its ticket / set its pending bit)."""
+        w = self.waiters[0]
+        return self.line.arrival(w[0].cpu) > now and cpu == self.line._prev
+
+    def _landed(self, arg: tuple[Task, int]) -> None:
+        """The first waiter's RMW reaches the line after its releaser let the lock go: if nobody took
+        the lock meanwhile, the waiter's RMW finds it free and the waiter holds it."""
+        task, _land = arg
+        now = self.ctx.engine.now
+        a = self.line.arrival(task.cpu)
+        if a > now:  # pushed back by the old owner's local RMWs (cache lock)
+            self.ctx.engine.call_at(a, self._landed, (task, a))
+            return
+        if self.holder is not None or not self.waiters or self.waiters[0][0] is not task:
+            return
+        w = self.waiters.popleft()
+        if task.cpu in self.line._cpu:
+            self.line.remove_spinner(task.cpu)
+        self._take(task)
+        # Its RMW found the lock free: an uncontended acquisition after all (lock_stat counts a contention
+        # only when the trylock fails), whose time since issue was the RMW's transfer.
+        st = self.stat
+        st.contentions -= 1
+        if w[5]:
+            st.con_bounces -= 1
+        st.extra["landed_on_free_lock"] = st.extra.get("landed_on_free_lock", 0) + 1
+        self.ctx.counters.busy(task.cpu, "_raw_spin_lock", now - w[1])
+        self.ctx.engine.wake(task, 0)
+
+    def _take(self, task: Task) -> int:
+        now = self.ctx.engine.now
+        self.holder = task
+        self.acquired_at = now
+        self.last_cpu = task.cpu
+        return 0
+
+    def _arrive(self, task: Task, since: int, land: int) -> Any:
+        """The arrival's RMW acts on the lock word (v3.12 ``arch_spin_lock``'s ``xadd``; v4.13
+        ``queued_spin_lock``'s fast-path ``atomic_cmpxchg_acquire(&lock->val, 0, _Q_LOCKED_VAL)``)."""
+        cpu = task.cpu
+        self.stat.note_contention(cpu, self.last_cpu)
+        b = self.last_cpu >= 0 and cpu != self.last_cpu  # the contention was a con-bounce
         w = self.waiters
         if self._ticket:
-            w.append([task, now, _QUEUED, 0])
+            w.append([task, since, _QUEUED, 0, land, b])
             self.line.add_spinner(cpu)
             return PARK
-        if not w:  # queued_fetch_set_pending_acquire: spin on the lock word
-            w.append([task, now, _PENDING, 0])
+        if self._handover and not w:
+            # val == _Q_PENDING_VAL (0,1,0): "wait for in-progress pending->locked hand-overs", reading the word
+            self._watchers.append((task, since))
+            return PARK
+        if w or self._handover:
+            return self._enqueue(task, since, land, b)
+        # v4.13 slowpath "trylock || pending": atomic_cmpxchg_acquire(&lock->val, val, new), new = locked |
+        # pending, on the line the fast path's RMW has just brought here: no second transfer
+        return self._pending(task, since, land, b)
+
+    def _set_pending(self, task: Task, since: int) -> Any:
+        """A watcher after the pending -> locked hand-over: v4.13's "trylock || pending" cmpxchg, one RMW
+        on the line the new holder's store took (its re-read and the RMW are one transfer: the RFO brings
+        the line with the new value)."""
+        line = self.line
+        now = self.ctx.engine.now
+        cost = line.rmw(task.cpu, now)
+        self.stat.extra["pending_rmws"] = self.stat.extra.get("pending_rmws", 0) + 1
+        land = now + cost if line.remote else now
+        if self.waiters:
+            return self._enqueue(task, since, land, False)
+        return self._pending(task, since, land, False)
+
+    def _pending(self, task: Task, since: int, land: int, bounced: bool) -> Any:
+        """0,0,1 -> 0,1,1: the pending waiter, spinning on the lock word."""
+        self.waiters.append([task, since, _PENDING, 0, land, bounced])
+        self.line.add_spinner(task.cpu)
+        return PARK
+
+    def _enqueue(self, task: Task, since: int, land: int, bounced: bool) -> Any:
+        """MCS queue (``xchg_tail``). Behind only the pending waiter (or a pending -> locked hand-over)
+        the queue was empty: this node is the head and spins on the lock word; else it writes its
+        predecessor's node->next (a HITM of that node's line) and spins on its own node."""
+        w = self.waiters
+        cpu = task.cpu
+        if not w or (len(w) == 1 and w[0][2] == _PENDING):
+            w.append([task, since, _HEAD, 0, land, bounced])
             self.line.add_spinner(cpu)
             return PARK
-        # MCS queue (xchg_tail). Behind only the pending waiter the queue was empty: this
-        # node is the head and spins on the lock word; else it writes its predecessor's
-        # node->next (a HITM of that node's line) and spins on its own node.
-        if len(w) == 1 and w[0][2] == _PENDING:
-            w.append([task, now, _HEAD, 0])
-            self.line.add_spinner(cpu)
-            return PARK
+        st = self.stat
         link = int(self.line.costs.hitm[w[-1][0].cpu][cpu])
         st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
-        w.append([task, now, _QUEUED, link])
+        w.append([task, since, _QUEUED, link, land, bounced])
         return PARK
 
     def release(self, task: Task) -> int:
@@ -134,7 +243,14 @@ class Spinlock:
         if not self.waiters:
             self.holder = None
             return 0
-        nxt, since, role, _ = self.waiters.popleft()
+        w0 = self.waiters[0]
+        if line.arrival(w0[0].cpu) > now and task.cpu == line._prev:
+            # The first waiter's RMW is still in flight to the line this CPU owns: it has not taken its
+            # ticket (set its pending bit) yet, so the lock is free until it lands.
+            self.holder = None
+            self.ctx.engine.call_at(line.arrival(w0[0].cpu), self._landed, (w0[0], w0[4]))
+            return 0
+        nxt, since, role = self.waiters.popleft()[:3]
         ncpu = nxt.cpu
         # The next owner is, on average, half-way through the storm of the spinners.
         h = done + int(first + (line.nspin - 1) * per / 2)
@@ -142,6 +258,7 @@ class Spinlock:
         self.holder = nxt
         self.last_cpu = ncpu
         if not self._ticket:
+            self._handover = True
             # The new holder's store to the lock word (clear_pending_set_locked for the pending waiter,
             # set_locked or the last waiter's cmpxchg for the queue head), when its re-read has seen
             # the lock free: at that time, so that what the others do meanwhile (the releaser's
@@ -179,3 +296,13 @@ class Spinlock:
         st.note_wait(wait)
         self.ctx.counters.busy(ncpu, self._spin_func, wait)
         self.ctx.engine.wake(nxt, h)
+        self._handover = False
+        if self._watchers:
+            # The hand-over is over (0,0,1, or with a tail): each watcher goes on with "trylock || pending".
+            # Its re-read and its cmpxchg are one transfer: the RFO brings the line with the new value.
+            ws, self._watchers = self._watchers, []
+            for t, since in ws:
+                r = self._set_pending(t, since)
+                if r is not PARK:
+                    self.ctx.counters.busy(t.cpu, "_raw_spin_lock", now - since)
+                    self.ctx.engine.wake(t, 0)

@@ -1,5 +1,5 @@
 /* mmsim validate --suite locks: two pinned threads contending for one spinlock (native/locks.py).
- *   lockbench ticket|queued|pingpong CPU_A CPU_B SAMPLES ITERS HOLD_NS THINK_NS
+ *   lockbench ticket|queued|pingpong|owned-ticket|owned-queued CPU_A CPU_B SAMPLES ITERS HOLD_NS THINK_NS
  * prints, per sample, "ns-per-acquisition cpu-share": wall time / (2 x ITERS), and the CPU time both
  * threads got / (2 x wall), each thread's read from its own thread CPU clock. A share well below 1 means the host's other load preempted a thread during
  * the sample, and a preempted lock holder or waiter stalls the other: such a sample says nothing about
@@ -23,7 +23,11 @@
  * of one thread, pause loops per acquisition; tracet adds ns per hand-off, the longest wait (ns) and that
  * wait's ns per pause loop over the mean; "traceo" orders by one TSC read after each unlock instead of the
  * ticket / sequence number (no write to the lock's line, ~one rdtsc of think time) (far above 1: the waiting vCPU was not running); last, the line
- * transfer measured by a short ping-pong just before the sample. */
+ * transfer measured by a short ping-pong just before the sample.
+ * owned-ticket|owned-queued: thread A alone takes and releases the lock ITERS times (HOLD_NS and THINK_NS
+ * as above; B only meets it at the barriers): the lock's line stays Modified in A's cache, so ns per
+ * acquisition (printed as wall / ITERS) is the core's own cost of the unlock store and the locked RMW on an
+ * owned line, which locks/base.py's HOST_LOCAL_RMW_NS takes for this host. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -196,7 +200,7 @@ static void pingpong(int me, long n) {
     }
 }
 
-static int use_pingpong;
+static int use_pingpong, use_owned;
 
 /* trace mode: per thread and acquisition, its place in the total order, path, pause loops, TSC at lock entry
  * and at acquisition (tracet only) */
@@ -287,6 +291,14 @@ static void *worker(void *arg) {
             t0 = now_ns();
             c0 = cpu_ns();
             pingpong(me, iters);
+        } else if (use_owned) {
+            if (me == 0)
+                for (long i = 0; i < iters; i++) {
+                    busy(think_ns);
+                    lock(me);
+                    busy(hold_ns);
+                    unlock(me);
+                }
         } else if (trace) {
             traced(me);
         } else for (long i = 0; i < iters; i++) {
@@ -302,8 +314,9 @@ static void *worker(void *arg) {
         if (me == 0) {  /* from the first thread's start to the last one's end: share <= 1 */
             uint64_t t0min = thread_t0[0] < thread_t0[1] ? thread_t0[0] : thread_t0[1];
             uint64_t wall = (thread_t1[0] > thread_t1[1] ? thread_t1[0] : thread_t1[1]) - t0min;
-            out[s] = (double)wall / (2.0 * (double)iters);
-            share[s] = (double)(thread_cpu[0] + thread_cpu[1]) / (2.0 * (double)wall);
+            out[s] = (double)wall / ((use_owned ? 1.0 : 2.0) * (double)iters);
+            share[s] = use_owned ? (double)thread_cpu[0] / (double)wall  /* A alone did the work */
+                                 : (double)(thread_cpu[0] + thread_cpu[1]) / (2.0 * (double)wall);
             if (trace) analyse(s);
         }
     }
@@ -311,8 +324,9 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 8) { fprintf(stderr, "usage: lockbench ticket|queued|pingpong A B SAMPLES ITERS HOLD_NS THINK_NS [trace|tracet]\n"); return 2; }
-    use_q = !strcmp(argv[1], "queued");
+    if (argc < 8) { fprintf(stderr, "usage: lockbench [owned-]ticket|[owned-]queued|pingpong A B SAMPLES ITERS HOLD_NS THINK_NS [trace|tracet|traceo]\n"); return 2; }
+    use_owned = !strncmp(argv[1], "owned-", 6);
+    use_q = !strcmp(argv[1] + (use_owned ? 6 : 0), "queued");
     use_pingpong = !strcmp(argv[1], "pingpong");
     cpus[0] = atoi(argv[2]);
     cpus[1] = atoi(argv[3]);
