@@ -76,6 +76,23 @@ def _wis_metrics(res: list[dict[str, Any]], mode: str) -> dict[str, float]:
     return out
 
 
+def _timed_rounds(one_round: Callable[[], None], per: int, loops: int, seconds: float) -> dict[str, float]:
+    """Run ``one_round`` (``per`` ops each) at least ``loops`` times and ``seconds`` long; the task's ops, wall
+    seconds and its fastest round's rate (``best_round``, :func:`_wis_metrics`)."""
+    ops = rounds = 0
+    best = 0.0
+    t0 = t = time.perf_counter()
+    while True:
+        one_round()
+        ops += per
+        rounds += 1
+        now = time.perf_counter()
+        best = max(best, per / (now - t))
+        t = now
+        if rounds >= loops and now - t0 >= seconds:
+            return {"ops": ops, "seconds": now - t0, "best_round": best}
+
+
 def parse_seconds(v: str) -> float:
     x = float(v)
     if not 0 <= x <= 600:
@@ -293,22 +310,13 @@ def _page_fault1(p: dict[str, Any], thp: str | None) -> dict[str, float]:
 
     def task(i: int) -> dict[str, float]:
         os.sched_setaffinity(0, {_cpu_for(i)})  # this task (thread) only
-        ops = rounds = 0
-        per = -(-memsize // tasks.PAGE)
-        best = 0.0
-        t0 = t = time.perf_counter()
-        while True:
+
+        def one_round() -> None:
             m = tasks.map_anon(memsize, thp)
             tasks.touch_pages(m)
             m.close()
-            ops += per
-            rounds += 1
-            now = time.perf_counter()
-            best = max(best, per / (now - t))
-            t = now
-            dt = now - t0
-            if rounds >= loops and dt >= seconds:
-                return {"ops": ops, "seconds": dt, "best_round": best}
+
+        return _timed_rounds(one_round, -(-memsize // tasks.PAGE), loops, seconds)
 
     res = tasks.run_tasks(p["nr_task"], task, p["mode"])
     return _wis_metrics(res, p["mode"])
@@ -425,20 +433,7 @@ def _file_fault(shared: bool) -> Body:
 
                 for _ in range(warmup):
                     one_round()
-                ops = rounds = 0
-                per = -(-memsize // tasks.PAGE)
-                best = 0.0
-                t0 = t = time.perf_counter()
-                while True:
-                    one_round()
-                    ops += per
-                    rounds += 1
-                    now = time.perf_counter()
-                    best = max(best, per / (now - t))
-                    t = now
-                    dt = now - t0
-                    if rounds >= loops and dt >= seconds:
-                        return {"ops": ops, "seconds": dt, "best_round": best}
+                return _timed_rounds(one_round, -(-memsize // tasks.PAGE), loops, seconds)
             finally:
                 os.close(fd)
 
