@@ -109,20 +109,10 @@ def struct_page_ns(s: Any, cpu: int, reuse_bytes: int) -> float:
 
 def streamed_miss(s: Any, cpu: int, pfn: int) -> bool:
     """:func:`streamed_misses` of one line (the fault path's lookup): whether the streamer misses it."""
-    streams: dict[int, dict[int, int]] | None = getattr(s, "struct_page_streams", None)
-    if streams is None:
-        streams = s.struct_page_streams = {}
-    st = streams.get(cpu)
-    if st is None:
-        st = streams[cpu] = {}
+    st = _streams(s, cpu)
     if pfn < 0:
         return True
-    v = pfn >> 6
-    c = st.pop(v, 0)
-    if len(st) >= STREAMS:
-        del st[next(iter(st))]
-    st[v] = c + 1
-    return c < STREAM_START
+    return _track(st, pfn >> 6, 1) > 0
 
 
 def streamed_misses(s: Any, cpu: int, pfns: np.ndarray) -> int:
@@ -133,12 +123,7 @@ def streamed_misses(s: Any, cpu: int, pfns: np.ndarray) -> int:
     n = len(pfns)
     if n == 0:
         return 0
-    streams: dict[int, dict[int, int]] | None = getattr(s, "struct_page_streams", None)
-    if streams is None:
-        streams = s.struct_page_streams = {}
-    st = streams.get(cpu)
-    if st is None:
-        st = streams[cpu] = {}
+    st = _streams(s, cpu)
     pf = np.asarray(pfns, dtype=np.int64)
     unknown = int((pf < 0).sum())
     vp = pf[pf >= 0] >> 6
@@ -150,13 +135,29 @@ def streamed_misses(s: Any, cpu: int, pfns: np.ndarray) -> int:
     lengths = np.diff(np.concatenate((starts, [len(vp)])))
     misses = unknown
     for v, ln in zip(vp[starts].tolist(), lengths.tolist(), strict=True):
-        c = st.pop(v, 0)
-        if c < STREAM_START:
-            misses += min(ln, STREAM_START - c)
-        if len(st) >= STREAMS:
-            del st[next(iter(st))]  # the least recently used tracked page makes room
-        st[v] = c + ln
+        misses += _track(st, v, ln)
     return misses
+
+
+def _streams(s: Any, cpu: int) -> dict[int, int]:
+    """``cpu``'s tracked vmemmap pages (page -> lines read since tracked), least recently used first."""
+    streams: dict[int, dict[int, int]] | None = getattr(s, "struct_page_streams", None)
+    if streams is None:
+        streams = s.struct_page_streams = {}
+    st = streams.get(cpu)
+    if st is None:
+        st = streams[cpu] = {}
+    return st
+
+
+def _track(st: dict[int, int], v: int, n: int) -> int:
+    """``n`` lines of vmemmap page ``v`` read: the demand misses among them (up to ``STREAM_START`` since the
+    page was tracked); ``v`` becomes the most recently used, the least recently used dropped past ``STREAMS``."""
+    c = st.pop(v, 0)
+    if len(st) >= STREAMS:
+        del st[next(iter(st))]  # the least recently used tracked page makes room
+    st[v] = c + n
+    return max(0, min(n, STREAM_START - c))
 
 
 def file_reuse_bytes(n_file: int) -> int:
