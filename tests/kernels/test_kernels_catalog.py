@@ -16,6 +16,7 @@ V312 = {
     "pte_ptl": "split",
     "thp": "always",
     "rwsem_spin_on_owner": "off",
+    "locktorture_rand": "shared",
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",

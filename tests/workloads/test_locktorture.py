@@ -90,3 +90,26 @@ def test_too_many_writers_is_a_user_error() -> None:
 
     with pytest.raises(UserError, match="nwriters"):
         run(RunSpec("locktorture", "tiny", "v5.7", params={"nwriters": "9"}))
+
+
+def test_rand_state_is_shared_before_v5_7_and_private_from_it() -> None:
+    """c0e1472d8078 (v5.7) gave each writer its own torture_random() state. Two writers on tiny (1 GHz:
+    cycles = ns): private, every torture_random access hits its writer's L1, so the profile's
+    torture_random time is exactly LOOP_NS per loop-head call (one per iteration, including the at most
+    two iterations still open when the window ends); shared, the state's line moves between the two
+    writers and that time is larger."""
+    from mmsim.kernels import KERNELS
+
+    assert KERNELS["v5.6"].policies["locktorture_rand"] == "shared"
+    assert KERNELS["v5.7"].policies["locktorture_rand"] == "private"
+    spent = {}
+    for v in ("shared", "private"):
+        r = run(RunSpec("locktorture", "tiny", "v5.7", policies={"locktorture_rand": v},
+                        params={"nwriters": "2", "duration_us": "2000"}))
+        writes = int(r.metrics["locktorture.writes"])
+        cycles = next(p["cycles"] for p in r.profile if p["symbol"] == "torture_random")
+        spent[v] = (cycles, writes)
+    cycles, writes = spent["private"]
+    assert cycles % LOOP_NS == 0 and writes <= cycles // LOOP_NS <= writes + 2
+    cycles, writes = spent["shared"]
+    assert cycles > LOOP_NS * (writes + 2)

@@ -173,6 +173,11 @@ POLICIES: dict[str, Policy] = {
         Policy("spinlock_lockstress", ("default", "ticket", "queued"),
                "spinlock implementation of the lockstress workload's lock only; default: the spinlock policy",
                "arch/x86/include/asm/spinlock.h; kernel/locking/qspinlock.c"),
+        Policy("locktorture_rand", ("shared", "private"),
+               "the locktorture writers' torture_random() state: shared (static DEFINE_TORTURE_RANDOM in "
+               "lock_torture_writer, one line every writer updates) or private (each writer's own, on its "
+               "kthread stack: c0e1472d8078, v5.7)",
+               "kernel/locking/locktorture.c lock_torture_writer()"),
         Policy("hugetlb_fault_lock", ("instantiation-mutex", "fault-mutex-table"),
                "hugetlb fault serialisation: one global mutex, or the hashed table (8382d914ebf7, v3.15)",
                "mm/hugetlb.c hugetlb_fault()"),
@@ -378,6 +383,11 @@ PATCHES: dict[str, Patch] = {
               {"mutex_handoff": "on"}, "v4.10"),
         Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
               {"spinlock": "queued"}, "v4.2"),
+        # tip core/rcu, 24 Mar 2020 (tip-bot2 mail, store id 48041276917); in Paul McKenney's "RCU commits
+        # for v5.7" pull (store id 7179659054). A workload change, not a lock change: it moves which lines
+        # the locktorture writers share (workloads/locktorture.py).
+        Patch("c0e1472d8078", "locktorture: Use private random-number generators",
+              {"locktorture_rand": "private"}, "v5.7"),
         Patch("d8a759b57035", "mm, page_alloc: double zone's batchsize", {"pcp_batch_cap": "1m"}, "v4.19"),
         Patch("44042b449872", "mm/page_alloc: allow high-order pages to be stored on the per-cpu lists",
               {"pcp_orders": "0-3+thp"}, "v5.14"),
@@ -500,6 +510,7 @@ _V312 = {
     "spinlock_list_lock": "default",
     "spinlock_unix_lock": "default",
     "spinlock_lockstress": "default",
+    "locktorture_rand": "shared",
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
     "stat_interval_ms": "1000",
@@ -569,8 +580,9 @@ def _release(name: str, upto: str) -> Kernel:
 def _hugetlb_rwsem_kernels() -> tuple[Kernel, ...]:
     """seeds/004: c0d0381ade79 (merged for v5.7-rc1), its parent 49aef7175cc6 and
     the parent's policies + c0d0381ade79 + the proposed if-shareable fix. The
-    parent has every catalogued patch of v5.6 (none of the catalogue landed
-    between v5.6 and 49aef7175cc6)."""
+    parent has every catalogued patch of v5.6 (none of the catalogue's mm or
+    locking patches landed between v5.6 and 49aef7175cc6; c0e1472d8078, a
+    locktorture change of the same merge window, acts on no path these arms run)."""
     base = _release("v5.6", "v5.6")
     c0 = ("c0d0381ade79",)
     fix = ("c0d0381ade79", "hugetlb-rwsem-if-shareable")

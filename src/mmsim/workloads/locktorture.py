@@ -20,10 +20,16 @@ period. Each of ``nwriters`` writer kthreads loops until the test stops::
 
 What the model keeps, and why:
 
-* **Shared lines.** ``rand`` is ``static DEFINE_TORTURE_RANDOM(rand)`` inside
-  ``lock_torture_writer``: one state for every writer, and ``torture_random``
-  is a plain read-modify-write of it (``trs_count++``, ``trs_state = ...``).
-  Each iteration does one RMW of that line outside the lock and three inside.
+* **Shared lines.** In v5.4 ``rand`` is ``static DEFINE_TORTURE_RANDOM(rand)``
+  inside ``lock_torture_writer``: one state for every writer, and
+  ``torture_random`` is a plain read-modify-write of it (``trs_count++``,
+  ``trs_state = ...``). Each iteration does one RMW of that line outside the
+  lock and three inside. c0e1472d8078 ("locktorture: Use private
+  random-number generators", v5.7) dropped the ``static``: from v5.7 each
+  writer's state is on its own kthread stack, a line no other CPU touches
+  (policy ``locktorture_rand``: ``shared`` before v5.7, ``private`` from it;
+  the published v5.10-rc7 curve ran with ``private``, as read in the v5.10
+  tree freak07/Kirisakura_Raviole at 71e9b9de1103).
   ``lock_is_write_held`` / ``lock_is_read_held`` are adjacent static bools
   (taken to share one line): written by every holder. ``lwsa`` is a
   ``kmalloc_array`` of 16-byte ``struct lock_stress_stats``: four writers per
@@ -134,6 +140,9 @@ class LockTorture:
             raise UserError("-p nwriters", n, f"at most {m.ncpus} on {m.name} (one CPU per writer)")
         ctx = system.locks
         lock = Spinlock(ctx, "torture_spinlock", system.spin_kind)
+        # locktorture_rand: one static state every writer updates, or each writer's own (c0e1472d8078, v5.7):
+        # a line only its writer's CPU touches, so every access hits that CPU's L1
+        shared = system.policy("locktorture_rand") == "shared"
         rand = CacheLine(m, spread_cpu(m, 0))
         flags = CacheLine(m, spread_cpu(m, 0))
         stats = [CacheLine(m, spread_cpu(m, j * STATS_PER_LINE)) for j in range(-(-n // STATS_PER_LINE))]
@@ -145,7 +154,8 @@ class LockTorture:
         for i in range(n):
             cpu = spread_cpu(m, i)
             t = Task(i, f"lock_torture_writer/{i}", cpu=cpu)
-            system.sched.spawn(t, self._writer(system, t, i, lock, rand, flags, stats[i // STATS_PER_LINE],
+            system.sched.spawn(t, self._writer(system, t, i, lock, rand if shared else CacheLine(m, cpu), flags,
+                                               stats[i // STATS_PER_LINE],
                                                rng, n, end, core_ns(m, cpu, placed)))
 
     def _writer(self, system: Any, t: Task, i: int, lock: Spinlock, rand: CacheLine, flags: CacheLine,
