@@ -35,6 +35,14 @@ def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("context_switches.v3.13", 127507, cb, None),
         Check("page_faults.v3.12", 400822, a.perf["page-faults"], None),
         Check("page_faults.v3.13", 302080, b.perf["page-faults"], None),
+        # The rest of each arm's perf stat (seeds/001): where the absolute gap is. No band: shown so that
+        # a user sees which counter the model misses and by how much (docs/locks.md, session 12).
+        Check("instructions.v3.12", 53855178678230, a.perf["instructions"], None),
+        Check("instructions.v3.13", 2686490067197, b.perf["instructions"], None),
+        Check("cycles.v3.12", 1306612476049478, a.perf["cycles"], None),
+        Check("cycles.v3.13", 18925875973975, b.perf["cycles"], None),
+        Check("task_clock_seconds.v3.12", 568668.865944994, a.perf["task-clock"] / 1000, None),
+        Check("task_clock_seconds.v3.13", 15836.198490485, b.perf["task-clock"] / 1000, None),
     ]
     notes = [
         f"v3.12: {100 * sa:.1f}% of CPU time waiting for &mm->page_table_lock "
