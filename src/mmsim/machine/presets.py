@@ -541,6 +541,11 @@ def xeon_phi_7295() -> Machine:
                     "figure found, plausible 80-200 ns"),
                 "line_xfer_smt_ns": f"{RULE_SMT} (17 cycles); plausible 5-15 ns",
                 "line_xfer_remote_ns": "single socket: unused (set equal to line_xfer_socket_ns)",
+                # Marr et al. measured 2-way Hyper-Threading on a big core; a KNM core runs 4 threads on a
+                # 2-wide issue (Sodani et al.), so the figure is carried over, not measured (session 12)
+                "smt_thread_speed": (
+                    f"estimate: {SMT_SOURCE}, a 2-way figure carried over to KNM's 4-way SMT; plausible 0.25 "
+                    "(four threads sharing a 2-wide issue that one thread's loop saturates) to 0.65"),
             },
         ), issue_width=(2.0, f"{SODANI_KNL}: the core decodes, allocates and retires 2 per cycle")),
         sources={
