@@ -45,13 +45,13 @@ def measure(machine: str, memsize: str, ipi_cpus: int, kernel: str, patches: tup
         rounds.append({"ns": sim_now(s) - t0, "pages": pages, "profile": delta,
                        "zap": {k: v - z0.get(k, 0) for k, v in zap_stats(s).items()}})
 
-    munmap_mod.vm_munmap = wrapped  # type: ignore[assignment]
+    munmap_mod.vm_munmap = wrapped
     try:
         params = {"nr_task": str(nr_task), "mode": "threads", "memsize": memsize, "warmup": str(warmup), "loops": "1"}
         res = run(RunSpec("will-it-scale/page_fault3", machine, kernel, patches=patches, params=params,
                           exact=exact))
     finally:
-        munmap_mod.vm_munmap = real  # type: ignore[assignment]
+        munmap_mod.vm_munmap = real
     return {"machine": machine, "memsize": memsize, "ipi_cpus": ipi_cpus, "nr_task": nr_task, "rounds": rounds,
             "per_thread_ops": res.metrics.get("will-it-scale.per_thread_ops"),
             "mmap_lock_read": res.locks.get("&mm->mmap_lock", {}).get("lock_stat", {}).get("R", {})}
