@@ -116,8 +116,14 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     "unix_write_space": (800, 800),
     # fs/pipe.c pipe_write/pipe_read of a few bytes (lmbench's control pipe), wake-up included. estimate
     "pipe_write": (1500, 1500),
-    # mm/memory.c zap_pte_range per present PTE: ptep_get_and_clear_full, page_remove_rmap,
-    # __tlb_remove_page; mm/swap.c release_pages per page, without the page free. estimate
+    # mm/memory.c zap_pte_range per present PTE: the walk, ptep_get_and_clear_full, tlb_remove_tlb_entry,
+    # vm_normal_page (what a zero-page PTE costs; a page-cache folio's work is "zap_pte_range/file"). Native
+    # measurement on the calibration host (2-vCPU AMD EPYC KVM guest, kernel 6.18, 2026-12-02 12:12-12:15 UTC,
+    # benchmarks/native/shmem_munmap.c, thread CPU time, min of 15 rounds, 4 runs): munmap of a MAP_PRIVATE
+    # anonymous mapping populated with the zero page, 4-128 MiB: 42.9-46.3 ns per page = 111-120 cycles at
+    # 2.596 GHz (was an estimate of 120). The Skylake robot's v6.6 profile (202311151610.43a1e565, patched
+    # arm) has zap_pte_range's self time at 1.39% of 6,109 cycles per op = 85 cycles (docs/fault-front-half.md,
+    # session 12). Other machines: plausible 80-150 cycles.
     "zap_pte": (120, 120),
     # mm/mmap.c do_munmap/unmap_region/free_pgtables fixed part (v6.x: do_vmi_align_munmap's maple tree
     # detach and mas_preallocate, the mmu_gather set-up and tlb_finish_mmu, free_pgd_range's walk,
@@ -200,10 +206,19 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # costs (that is "zap_pte"): set_page_dirty (shmem noop_dirty_folio), delay_rmap, mark_page_accessed's flag
     # tests, page_remove_rmap (the _mapcount atomic, __lruvec_stat_mod_folio(NR_FILE_MAPPED): node and memcg
     # per-CPU stats), __tlb_remove_page, release_pages' folio_put_testzero. Native measurement on the
-    # calibration host (as above, min of 41, 4 MiB mappings: struct pages in L2): munmap of a MAP_SHARED memfd
-    # mapping with every page written 175-211 ns per page, of a MAP_PRIVATE anonymous one read (zero page)
-    # 76-78 ns: 98-133 ns = 255-345 cycles. Other machines: plausible 200-500 cycles.
-    "zap_pte_range/file": (300, 250),
+    # calibration host (kernel 6.18, 2026-12-02 12:12-12:15 UTC, benchmarks/native/shmem_munmap.c, thread CPU
+    # time, min of 15 rounds, 4 MiB and 16 MiB mappings: struct pages in the L2): munmap of a MAP_SHARED memfd
+    # mapping populated for write (MADV_POPULATE_WRITE: dirty, young PTEs) 120.0-123.1 ns per page, of the
+    # zero-page one ("zap_pte") 43.3-46.3 ns, measured in the same runs: 76.0-78.4 ns in 6 of 7 pairs (one
+    # 105.4) = 197-204 cycles at 2.596 GHz. perf (timer sampling, 4 MiB) splits the host's munmap: the PTE
+    # walk and clear with the folio's first struct page touch 45%, memcg/lruvec stats 19%, rmap 16%,
+    # release (folios_put_refs, free_swap_cache) 7%, folio_mark_dirty/accessed 6%, the mmu_gather 3%, TLB
+    # flush 1%. The Skylake robot's v6.6 profile (patched arm of 202311151610.43a1e565) has zap_pte_range's
+    # children less its self time and less flush_tlb_mm_range (the IPIs, charged apart) at 4.46 - 1.39 - 0.34
+    # = 2.73% of its 6,109 cycles per op = 167 cycles for the same work. Session 9's
+    # 300 (98-133 ns, measured at load 1.5-2.9, when the zero page cost 76-78 ns) was 1.5x the host's own
+    # figure measured in a quiet moment. Other machines: plausible 150-350 cycles.
+    "zap_pte_range/file": (200, 250),
     # mm/swap.c folio_mark_accessed on a folio not yet referenced: folio_set_referenced, an atomic set_bit on
     # its flags (the struct page line is held already). estimate (plausible 10-40)
     "folio_set_referenced": (20, 3),

@@ -13,7 +13,11 @@ mm/mmu_gather.c and mm/swap.c of the same release. Session 9 (issues 15 and 22) 
   or in ``tlb_flush_rmaps``): the ``_mapcount`` atomic and ``__lruvec_stat_mod_folio(NR_FILE_MAPPED)``;
   ``__tlb_remove_page``; then ``tlb_flush_mmu`` → ``free_pages_and_swap_cache`` → ``release_pages``:
   ``folio_put_testzero`` (the page cache keeps its reference, nothing is freed). Charged as one measured
-  aggregate, ``zap_pte_range/file``, plus the state-dependent parts below.
+  aggregate, ``zap_pte_range/file``, plus the state-dependent parts below. Session 12 measured it again on
+  the host with its parts split by perf (mm/costs.py, docs/fault-front-half.md "Session 12"): 200 cycles,
+  against session 9's 300 from a loaded host. In v6.6 none of these per-folio steps is batched for an
+  order-0 folio (``page_remove_rmap`` and ``release_pages`` walk the gathered pages one by one; the
+  delayed rmap only moves the ``_mapcount`` atomic after the table's TLB flush).
 * **The folio's ``struct page`` line.** The fault touched it (``folio_try_get``, the lock, the rmap) a
   whole round earlier. Between the two, this CPU referenced at least the struct page lines (64 B) and the
   PTEs (8 B) of every other page of the mapping, so the line's reuse distance is at least
