@@ -115,10 +115,18 @@ def validate_cmd(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Progress on stderr: a rich bar with ETA per suite (default on a "
         "terminal; else one line per case).")] = None,
+    calibrate_each: Annotated[bool, typer.Option(
+        "--calibrate-each/--no-calibrate-each", help="native suite on the calibrated host (host or a "
+        "calibration YAML): calibrate again right before each case and judge the case on that, the given "
+        "file's result shown beside it (this VM's speed moves within minutes; docs/validation.md). "
+        "No effect on a preset.")] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Validation suites: machine primitives against published and native measurements (level 0), and
-    the workload cases natively and in simulation; simulated, reference and error per row."""
+    the workload cases natively and in simulation; simulated, reference and error per row.
+
+    Examples: mmsim validate --suite primitives --json; mmsim calibrate --out h.yaml && mmsim validate
+    --suite native --machine h.yaml (each case re-calibrated first; --no-calibrate-each for one calibration)."""
     from mmsim.cli import _emit, _emit_json
     from mmsim.errors import UserError
     from mmsim.native.report import format_validate
@@ -151,7 +159,7 @@ def validate_cmd(
         if suite in ("native", "all"):
             _progress("suite native")
             rows += validate(machine, size=size, seconds=seconds, repeats=repeats or NATIVE_REPEATS,
-                             log=_progress, progress=view.hook)
+                             log=_progress, progress=view.hook, calibrate_each=calibrate_each)
         if suite in ("locks", "all"):
             from mmsim.native.locks import validate_locks
 

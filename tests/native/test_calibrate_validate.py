@@ -360,3 +360,37 @@ def test_will_it_scale_cases_take_the_best_round_and_report_the_run_rate(monkeyp
     side = val._native(c, 3)
     assert side.value == 700.0 and side.runs == [650.0, 640.0, 700.0] and side.median == 650.0
     assert side.run_rate == 520.0 and side.run_median == 500.0
+
+
+def test_validate_calibrates_again_before_each_case_on_a_calibration_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On a calibration YAML, each case is preceded by a calibration into a fresh copy of that file and
+    judged on it; the given file's simulation is reported beside it. A preset is never re-calibrated."""
+    import mmsim.native.calibrate as cal
+    from mmsim.machine import get_machine, yamlio
+
+    given = tmp_path / "h.yaml"
+    yamlio.save_machine(get_machine("tiny"), given)
+    calls: list[Path] = []
+
+    def fake_calibrate(out: Path) -> dict[str, str]:
+        assert Path(out).read_text() == given.read_text()  # a copy of the given file, then measured into
+        calls.append(Path(out))
+        return {"path": str(out)}
+
+    monkeypatch.setattr(cal, "calibrate", fake_calibrate)
+    monkeypatch.setattr(val, "cases", lambda size, seconds: _small_cases())
+    monkeypatch.setattr(val, "_native", lambda c, repeats: val.Side(200.0, "", {}, [200.0], 0.9))
+    monkeypatch.setattr(val, "_simulate",
+                        lambda c, machine, kernel: val.Side(240.0 if "case" in str(machine) else 150.0))
+    rows = val.validate(str(given))
+    assert [p.name for p in calls] == ["host-case0.yaml", "host-case1.yaml"]
+    for r in rows:
+        assert r["calibrated_before_case"] is True
+        assert (r["simulated"], r["error_pct"], r["ok"]) == (240.0, 20.0, True)
+        assert (r["simulated_calibrated"], r["error_pct_calibrated"]) == (150.0, -25.0)
+    calls.clear()
+    (r, _) = val.validate(str(given), calibrate_each=False)
+    assert calls == [] and r["calibrated_before_case"] is False and r["error_pct"] == -25.0
+    (r, _) = val.validate("tiny")
+    assert calls == [] and r["calibrated_before_case"] is False

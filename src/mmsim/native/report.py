@@ -77,8 +77,8 @@ def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
     if not rows:
         return ["no validation cases"]
     head: Doc = format_primitives(prim) if prim else []
-    t = Table(["case", "metric", "native", "median", "run rate", "simulated", "error %", "cpu share", "sys s n/s",
-               "user s n/s", "note"], align="llrrrrrrrrl",
+    t = Table(["case", "metric", "native", "median", "run rate", "simulated", "error %", "given file %", "cpu share",
+               "sys s n/s", "user s n/s", "note"], align="llrrrrrrrrrl",
               title=f"Validation on machine {rows[0].get('machine')} (kernel {rows[0].get('kernel')}):")
     for r in rows:
         err = r.get("error_pct")
@@ -88,12 +88,17 @@ def format_validate(rows: Sequence[Mapping[str, Any]]) -> Doc:
                        "-" if r.get("native_run_rate") is None else fmt_num(r.get("native_run_rate")),
                        fmt_num(r.get("simulated")),
                        "-" if err is None else f"{err:+.1f}",
+                       "-" if not r.get("calibrated_before_case") or r.get("error_pct_calibrated") is None
+                       else f"{r['error_pct_calibrated']:+.1f}",
                        "-" if share is None else f"{100 * share:.0f}%", _times(r, "system_time"),
                        _times(r, "user_time"), str(r.get("note", ""))])
     return [*head, t, "\n".join([
         "native: the fastest of the native runs (noise on a shared VM only adds time); median: of all of them.",
         "  will-it-scale cases: each task's fastest ~40 ms round, averaged over the tasks (as calibrate's fault",
         "  passes); run rate: the will-it-scale metric itself (the whole run), fastest run.",
+        "simulated / error %: on the host calibrated again right before the case (--calibrate-each, the default",
+        "  on the calibrated host: this VM's speed moves within minutes); given file %: the same case simulated",
+        "  on the --machine file as given.",
         "cpu share: CPU time the fastest native run got / (wall x CPUs it could use); well below 100% means",
         "  other users of the host held the CPUs and the native result is low for that reason.",
         "sys s / user s: the fastest native run's system and user seconds (getrusage) / the simulation's: the",

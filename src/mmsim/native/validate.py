@@ -30,6 +30,17 @@ and ``native_run_median``. Decided before the first run with it (docs/validation
 A case whose simulated workload is not registered in this build, or that
 cannot run natively here (hugetlb without root), is a row with a note and no
 error, never a crash.
+
+**The host measured at the time** (session 12, docs/validation.md). This VM's core speed moves by up to
+1.65x from one minute to the next (usemem's loop over L1d-resident data 1.65-2.73 ns per word, the THP
+fault 170-230 µs, over four calibrations in four minutes), so a calibration taken once does not describe
+the host a case runs on minutes later. When ``--machine`` is the calibrated host (``host`` or a
+calibration YAML of it), each case is preceded by a fresh ``mmsim calibrate`` into a temporary copy of that
+file (a field it cannot measure cleanly keeps the file's earlier measurement, as calibrate always does),
+and the case is simulated on that copy: the model is checked given the primitives of the moment it ran in,
+as ``validate --suite locks`` does with the line transfer. The verdict is on that simulation
+(``simulated``, ``error_pct``); the simulation on the given file is reported beside it
+(``simulated_calibrated``, ``error_pct_calibrated``). ``--no-calibrate-each`` turns it off.
 """
 
 from __future__ import annotations
@@ -37,9 +48,12 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import statistics
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mmsim.errors import UserError
@@ -197,11 +211,38 @@ def lower_is_better(metric: str) -> bool:
     return metric.endswith(("_seconds", "_time"))
 
 
+def _recalibrator(machine: str, workdir: Path, log: Callable[[str], None]) -> Callable[[int], str | None] | None:
+    """For the calibrated host (``host``, or a calibration YAML file), a function that calibrates this host
+    again into a fresh copy of that file and returns the copy's path (None when calibrating fails); None
+    for a preset, which describes no moment of this host (module docstring)."""
+    from mmsim.machine.host import config_path
+
+    base = config_path() if machine == "host" else Path(machine)
+    if machine != "host" and not (base.suffix in (".yaml", ".yml") and base.is_file()):
+        return None
+
+    def recal(i: int) -> str | None:
+        from mmsim.native.calibrate import calibrate
+
+        out = workdir / f"host-case{i}.yaml"  # one file per case: machines are cached by path
+        try:
+            if base.is_file():
+                shutil.copyfile(base, out)  # fields too noisy to measure now keep this file's measurement
+            calibrate(out=out)
+        except (UserError, OSError) as e:
+            log(f"calibration before the case failed ({e}); simulating on {machine} only")
+            return None
+        return str(out)
+
+    return recal
+
+
 def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repeats: int = NATIVE_REPEATS,
              log: Callable[[str], None] = lambda s: None, progress: ProgressHook | None = None,
-             ) -> list[dict[str, Any]]:
+             calibrate_each: bool = True) -> list[dict[str, Any]]:
     """Run every case; one dict per case (``case``, ``native``, ``simulated``, ``error_pct``, ...).
-    ``progress`` gets a start and an end event per case."""
+    ``progress`` gets a start and an end event per case. ``calibrate_each``: on the calibrated host,
+    calibrate again before each case and give the verdict on that (module docstring)."""
     import mmsim.machine as _machine
 
     _machine.get_machine(machine)  # a bad --machine fails before anything runs
@@ -213,19 +254,28 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
     todo = cases(size, seconds)
     steps = Steps(progress, "validate native", len(todo))
     rows = []
-    with terminate_as_exception():
-        for c in todo:
+    with tempfile.TemporaryDirectory(prefix="mmsim-validate-") as tmp, terminate_as_exception():
+        recal = _recalibrator(machine, Path(tmp), log) if calibrate_each else None
+        for i, c in enumerate(todo):
             with steps(c.name):
-                rows.append(_case_row(c, machine, kernel, repeats, log))
+                at = recal(i) if recal is not None else None  # the host measured right before the case
+                rows.append(_case_row(c, machine, kernel, repeats, log, at))
     return rows
 
 
-def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None]) -> dict[str, Any]:
-    nat = _native(c, repeats)
-    sim = _simulate(c, machine, kernel) if nat.value is not None else Side()
-    err = None
+def _error(sim: Side, nat: Side) -> float | None:
     if nat.value and sim.value is not None:
-        err = round(100.0 * (sim.value - nat.value) / nat.value, 1)
+        return round(100.0 * (sim.value - nat.value) / nat.value, 1)
+    return None
+
+
+def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[str], None],
+              at: str | None = None) -> dict[str, Any]:
+    """One case's row; ``at``: a calibration of this host taken right before it (module docstring)."""
+    nat = _native(c, repeats)
+    cal = _simulate(c, machine, kernel) if nat.value is not None else Side()
+    sim = _simulate(c, at, kernel) if at and nat.value is not None else cal
+    err = _error(sim, nat)
     return {
         "suite": "native", "quantity": c.name, "reference": nat.value,
         "source": (f"native run on this host (each task's fastest round, fastest of {repeats} runs)" if c.best_round
@@ -238,5 +288,7 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         "native_cpu_share": None if nat.cpu_share is None else round(nat.cpu_share, 3),
         "native_times": nat.times, "simulated_times": sim.times,
         "kernel": kernel, "machine": machine, "policies": host_policies(),
+        "simulated_calibrated": cal.value, "error_pct_calibrated": _error(cal, nat),
+        "calibrated_before_case": at is not None,
         "note": "; ".join(n for n in (nat.note, sim.note) if n),
     }
