@@ -62,6 +62,9 @@ def test_usemem_accounting_follows_usemem_c() -> None:
     assert m["vm-scalability.throughput"] == pytest.approx(m["vm-scalability.median"])
     # the KB/s of one task, from usemem's start to its end, is at most bytes over the whole run's time
     assert m["vm-scalability.throughput"] >= m["vm-scalability.workload"] / 1024 / m["vm-scalability.time.elapsed_time"]
+    # the fastest block (here the whole 8 MiB region: smaller than a block) in the same units, never slower
+    # than the task's whole run, which also counts the time before the loop
+    assert m["vm-scalability.throughput.best_round"] >= m["vm-scalability.throughput"]
 
 
 def test_nr_task_percentage() -> None:

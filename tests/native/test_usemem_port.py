@@ -45,6 +45,26 @@ def test_a_past_deadline_stops_at_the_first_check() -> None:
     m.close()
 
 
+def test_blocks_write_every_word_and_time_only_whole_blocks() -> None:
+    m = tasks.map_anon(5 << 20, "never")
+    done, rate = usemem.rw_blocks(m, read=False, block=2 << 20)  # two timed blocks and an untimed 1 MiB tail
+    assert done == 5 << 20 and rate > 0
+    a = np.frombuffer(m, dtype=np.uint64)
+    words = (2 << 20) // 8  # each block's do_rw_once starts its index at 0, as a fresh call does
+    assert np.array_equal(a[:words], np.arange(words, dtype=np.uint64))
+    assert np.array_equal(a[words:2 * words], np.arange(words, dtype=np.uint64))
+    del a
+    # a mapping smaller than a block is one block
+    assert usemem.rw_blocks(m, read=False, block=64 << 20)[0] == 5 << 20
+    m.close()
+
+
+def test_a_block_cut_short_by_the_deadline_is_not_timed() -> None:
+    m = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    assert usemem.rw_blocks(m, read=False, deadline=time.perf_counter() - 1.0, block=1 << 20) == (8, 0.0)
+    m.close()
+
+
 def test_cached_loop_time_is_positive() -> None:
     assert usemem.cached_ns_per_word(reps=200) > 0
 

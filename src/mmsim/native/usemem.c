@@ -92,6 +92,34 @@ EXPORT unsigned long usemem_rw_once(unsigned long *p, unsigned long bytes, int r
     return do_rw_once(p, bytes, read, &rep);
 }
 
+/* The same first repetition in blocks of `blk` bytes, each timed with CLOCK_MONOTONIC around its do_rw_once
+ * (session 13: validate's reference is each task's fastest block, like calibrate's fastest pass; native/
+ * validate.py). *best_s gets the fastest whole block's seconds (0 if none finished); a block cut short by the
+ * runtime limit ends the loop, as usemem's own loop ends, and is not timed. The tail (bytes % blk) runs untimed.
+ * Bytes accessed. */
+EXPORT unsigned long usemem_rw_blocks(unsigned long *p, unsigned long bytes, int read, unsigned long blk,
+                                      double *best_s) {
+    int rep = 0;
+    unsigned long done = 0, off, n;
+    double best = 0, s;
+    struct timespec a, b;
+    for (off = 0; off + blk <= bytes; off += blk) {
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        n = do_rw_once(p + off / sizeof(*p), blk, read, &rep);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        done += n;
+        if (n < blk) {
+            *best_s = best;
+            return done;
+        }
+        s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+        if (best == 0 || s < best) best = s;
+    }
+    if (off < bytes) done += do_rw_once(p + off / sizeof(*p), bytes - off, read, &rep);
+    *best_s = best;
+    return done;
+}
+
 /* Timing (this thread's CPU time) of the same loop over a small buffer that stays in L1d: ns per word (calibrate). */
 EXPORT double usemem_cached_ns_per_word(unsigned long *p, unsigned long bytes, int read, long reps) {
     struct timespec a, b;

@@ -45,6 +45,9 @@ def lib() -> ctypes.CDLL:
     dll = _load(SOURCE, "usemem.so", FLAGS, "usemem's loop")
     dll.usemem_rw_once.restype = ctypes.c_ulong
     dll.usemem_rw_once.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int]
+    dll.usemem_rw_blocks.restype = ctypes.c_ulong
+    dll.usemem_rw_blocks.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_ulong,
+                                     ctypes.POINTER(ctypes.c_double)]
     dll.usemem_cached_ns_per_word.restype = ctypes.c_double
     dll.usemem_cached_ns_per_word.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long]
     dll.usemem_set.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_double]
@@ -84,6 +87,25 @@ def rw_once(m: mmap.mmap, read: bool, deadline: float = 0.0, random_seed: int | 
         return int(dll.usemem_rw_once(addr, len(m), int(read)))
     finally:
         del view
+
+
+BLOCK_BYTES = 64 << 20  # calibrate's fault pass (microbench.fault_4k_ns / fault_thp_ns: 64 MiB); session 13
+
+
+def rw_blocks(m: mmap.mmap, read: bool, deadline: float = 0.0, block: int = BLOCK_BYTES) -> tuple[int, float]:
+    """:func:`rw_once` (sequential) in blocks of ``block`` bytes (the whole mapping if it is smaller), each
+    timed (``usemem_rw_blocks`` in native/usemem.c): bytes accessed and the fastest whole block's rate in
+    bytes per wall second (0.0 if none finished)."""
+    dll = lib()
+    dll.usemem_set(0, 0, deadline)
+    addr, view = _address(m)
+    blk = min(block, len(m))
+    best = ctypes.c_double(0.0)
+    try:
+        done = int(dll.usemem_rw_blocks(addr, len(m), int(read), blk, ctypes.byref(best)))
+    finally:
+        del view
+    return done, blk / best.value if best.value > 0 else 0.0
 
 
 def cached_ns_per_word(read: bool = False, nbytes: int = 16 << 10, reps: int = 20000, random: bool = False) -> float:

@@ -26,6 +26,10 @@ whatever the hypervisor and other tenants took during it (measured in session 11
 rounds spread by 10-30%, the 1 s rate following the slow ones); the model has none of that time. The
 will-it-scale metric itself (the whole run's rate) is reported beside it: ``native_run_rate`` (fastest run)
 and ``native_run_median``. Decided before the first run with it (docs/validation.md, session 11).
+The usemem rows with a sequential loop take the same kind of reference since session 13: each task times its
+loop in 64 MiB blocks (calibrate's fault pass), and ``vm-scalability.throughput.best_round`` sums each task's
+fastest block rate in usemem's units (docs/validation.md, "Level 3, session 13": the host's core speed moves
+within a run, and calibrate's inputs are its fastest moments).
 
 A case whose simulated workload is not registered in this build, or that
 cannot run natively here (hugetlb without root), is a row with a note and no
@@ -87,16 +91,17 @@ class Case:
 def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
     """The validation set. ``size`` is the total of the usemem cases, ``seconds`` the timed cases' length."""
     s: dict[str, Any] = {"native_params": {"seconds": str(seconds)}, "best_round": True}
+    b: dict[str, Any] = {"best_round": True}  # usemem: each task's fastest 64 MiB block (module docstring)
     usemem = "vm-scalability/anon-w-seq"
     return [
-        Case("anon-w-seq 4K nr_task=1", usemem, {"nr_task": "1", "size": size}, "never", THROUGHPUT),
-        Case("anon-w-seq 4K nr_task=2", usemem, {"nr_task": "2", "size": size}, "never", THROUGHPUT),
-        Case("anon-w-seq THP nr_task=1", usemem, {"nr_task": "1", "size": size}, "always", THROUGHPUT),
-        Case("anon-w-seq THP nr_task=2", usemem, {"nr_task": "2", "size": size}, "always", THROUGHPUT),
+        Case("anon-w-seq 4K nr_task=1", usemem, {"nr_task": "1", "size": size}, "never", THROUGHPUT, **b),
+        Case("anon-w-seq 4K nr_task=2", usemem, {"nr_task": "2", "size": size}, "never", THROUGHPUT, **b),
+        Case("anon-w-seq THP nr_task=1", usemem, {"nr_task": "1", "size": size}, "always", THROUGHPUT, **b),
+        Case("anon-w-seq THP nr_task=2", usemem, {"nr_task": "2", "size": size}, "always", THROUGHPUT, **b),
         Case("anon-r-seq 4K nr_task=1", "vm-scalability/anon-r-seq", {"nr_task": "1", "size": size}, "never",
-             THROUGHPUT),
+             THROUGHPUT, **b),
         Case("anon-cow-seq THP nr_task=2", "vm-scalability/anon-cow-seq", {"nr_task": "2", "size": size}, "always",
-             THROUGHPUT),
+             THROUGHPUT, **b),
         Case("page_fault1 processes nr_task=2", "will-it-scale/page_fault1",
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("page_fault2 processes nr_task=2", "will-it-scale/page_fault2",
@@ -112,7 +117,7 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
         Case("thp_memscale -c 2 THP", "thp_memscale", {"threads": "2", "bytes": "256m"}, "always",
              "thp_memscale.elapsed_seconds"),
         Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
-             "never", THROUGHPUT),
+             "never", THROUGHPUT, **b),
     ]
 
 
@@ -206,6 +211,11 @@ def _native(c: Case, repeats: int) -> Side:
     return side
 
 
+def _round(c: Case) -> str:
+    """What a ``best_round`` case's round is: a will-it-scale round, or a usemem block."""
+    return "64 MiB block" if c.workload.startswith("vm-scalability/") else "round"
+
+
 def lower_is_better(metric: str) -> bool:
     """A time (``*_seconds``, ``*_time``) is better lower; a rate or op count higher."""
     return metric.endswith(("_seconds", "_time"))
@@ -278,8 +288,8 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
     err = _error(sim, nat)
     return {
         "suite": "native", "quantity": c.name, "reference": nat.value,
-        "source": (f"native run on this host (each task's fastest round, fastest of {repeats} runs)" if c.best_round
-                   else f"native run on this host (fastest of {repeats})"),
+        "source": (f"native run on this host (each task's fastest {_round(c)}, fastest of {repeats} runs)"
+                   if c.best_round else f"native run on this host (fastest of {repeats})"),
         "ok": None if err is None else abs(err) <= NATIVE_TOLERANCE_PCT,
         "case": c.name, "workload": c.workload, "params": c.params, "thp": c.thp, "metric": c.metric,
         "native": nat.value, "simulated": sim.value, "error_pct": err,
