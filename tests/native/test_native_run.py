@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +238,16 @@ def test_pgtable_free_follows_the_boot_log_then_the_release() -> None:
         "page", "boot log has no paravirt TLB-flush message")
     assert sysinfo.pgtable_free("[0.1] Booting\n", "6.14.2")[0] == "rcu"
     assert sysinfo.pgtable_free("", "6.6.1") == ("page", "boot log unreadable: assumed bare metal")
+
+
+def test_autogroup_note_only_when_autogroup_is_on(tmp_path: Path) -> None:
+    from mmsim.native import sysinfo
+
+    k = tmp_path / "sys" / "kernel"
+    k.mkdir(parents=True)
+    assert sysinfo.autogroup_note(tmp_path) is None  # no such sysctl
+    (k / "sched_autogroup_enabled").write_text("0\n")
+    assert sysinfo.autogroup_note(tmp_path) is None
+    (k / "sched_autogroup_enabled").write_text("1\n")
+    note = sysinfo.autogroup_note(tmp_path)
+    assert note is not None and "sched_autogroup_enabled=1" in note and "echo 0 >" in note

@@ -71,7 +71,7 @@ from mmsim.machine.host import config_path, detect_host, model_to_host_cpus
 from mmsim.machine.model import CacheLevel, CostModel, Machine
 from mmsim.mm.costs import path
 from mmsim.native import microbench as mb
-from mmsim.native import safety, tasks
+from mmsim.native import safety, sysinfo, tasks
 
 MEASURED = "native measurement: mmsim calibrate "
 PREVIOUS = "previous measurement kept "  # + "(why now): " + that measurement's own source
@@ -380,6 +380,8 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
     if load > BUSY_LOAD_PER_CPU * m.ncpus:
         notes.append(f"host busy while measuring (load average {load:.1f} on {m.ncpus} CPUs): the minima "
                      "may still include other users' time; calibrate again on a quiet host")
+        if (ag := sysinfo.autogroup_note()) is not None:
+            notes.append(ag)
     bw = raw["all_cpu_bw_gbs"]
     dram: Any = (raw.get("chase_ns") or {}).get("DRAM")
     below = [x.latency_ns for x, c in zip(caches, m.caches, strict=True) if x.latency_ns != c.latency_ns]

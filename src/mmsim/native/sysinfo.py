@@ -152,6 +152,17 @@ def perf_path() -> str | None:
     return shutil.which("perf")
 
 
+def autogroup_note(proc: Path = PROC) -> str | None:
+    """A warning when ``kernel.sched_autogroup_enabled`` is 1: CPU time is then shared between sessions
+    (autogroups) first, and a niced job started from another session still takes an equal share from a
+    native measurement (docs/validation.md, session 13). None when autogroup is off or absent."""
+    if _read(proc / "sys" / "kernel" / "sched_autogroup_enabled") != "1":
+        return None
+    return ("kernel.sched_autogroup_enabled=1: jobs from other sessions take an equal CPU share whatever their "
+            "nice; stop them, or turn it off (echo 0 > /proc/sys/kernel/sched_autogroup_enabled) for native "
+            "measurements")
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

@@ -260,6 +260,9 @@ def validate(machine: str = "host", size: str = "1g", seconds: float = 1.0, repe
 
     if machine == "host" and not config_path().is_file():
         log(f"host is not calibrated ({config_path()} missing): its cost model is estimates; run mmsim calibrate")
+    note = sysinfo.autogroup_note()
+    if note:
+        log(note)
     kernel = closest_kernel()
     todo = cases(size, seconds)
     steps = Steps(progress, "validate native", len(todo))
