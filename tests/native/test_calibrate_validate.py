@@ -33,6 +33,18 @@ RAW: dict[str, Any] = {
 }
 
 
+def test_sources_give_each_fastest_of_n_figure_its_spread() -> None:
+    passes = {"fault_4k_ns": [1500.0, 1700.0, 2400.0], "fault_4k_read_ns": [700.0, 760.0, 900.0],
+              "fault_thp_ns": [204800.0, 230000.0], "usemem_word_ns": [1.64, 1.9, 2.2]}
+    raw = {**RAW, **{k: min(v) for k, v in passes.items()}, "passes": passes}
+    m, _ = build_machine(raw, detect_host())
+    src = m.cost.sources
+    assert "min of 2 passes (median 217,400, max 230,000 ns)" in src["core_clear_gbs"]
+    assert "min of 3 passes (median 1.9, max 2.2 ns)" in src["issue_width"]
+    assert "min of 3 passes (median 760, max 900 ns)" in src["page_fault_ns"]
+    assert "min of 3 passes (median 1,700, max 2,400 ns)" in src["anon_folio_ns"]
+
+
 def test_build_machine_derives_each_field_from_its_measurement() -> None:
     m, notes = build_machine(RAW, detect_host())
     c = m.cost

@@ -103,9 +103,8 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     out["topology"] = {"sockets": len(machine.sockets), "cores_per_socket": s0.cores,
                        "threads_per_core": s0.threads_per_core, "host_cpus": host_cpus}
     log("page faults")
-    out["fault_4k_ns"] = mb.fault_4k_ns()
-    out["fault_4k_read_ns"] = mb.fault_4k_read_ns()
-    out["fault_thp_ns"] = mb.fault_thp_ns()
+    out["passes"] = {"fault_4k_ns": mb.fault_4k_passes(), "fault_4k_read_ns": mb.fault_4k_read_passes(),
+                     "fault_thp_ns": mb.fault_thp_passes()}
     log("memory bandwidth")
     out["core_bw_gbs"] = mb.bandwidth_gbs()
     out["all_cpu_bw_gbs"] = mb.all_cpu_bandwidth_gbs(len(cpus))
@@ -133,20 +132,29 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
         st = mb.chase_ns(nbytes)
         out["chase_ns"][name] = {"bytes": nbytes, **(st.as_dict() if st else {})} if st else None
     log("usemem's loop with its data cached (issue width)")
-    out["usemem_word_ns"] = usemem_word_ns()
+    out["passes"]["usemem_word_ns"] = usemem_word_passes()
+    for k, v in out["passes"].items():  # each figure is its fastest pass; the passes show the spread
+        out[k] = min(v) if v else None
     out["loadavg_after"] = _loadavg()
     return out
 
 
-def usemem_word_ns(samples: int = 15) -> float | None:
-    """usemem's do_rw_once store loop over 16 KiB in L1d (native/usemem.c, gcc -O): ns per word, the
-    minimum over ``samples`` of this thread's CPU time (preemption cannot make a sample shorter)."""
+def usemem_word_passes(samples: int = 15) -> list[float]:
+    """usemem's do_rw_once store loop over 16 KiB in L1d (native/usemem.c, gcc -O): ns per word of this
+    thread's CPU time, per sample (calibrate takes the minimum: preemption cannot make a sample shorter).
+    Empty without a C compiler."""
     from mmsim.native import usemem
 
     try:
-        return min(usemem.cached_ns_per_word(False, reps=5000) for _ in range(samples))
+        return [usemem.cached_ns_per_word(False, reps=5000) for _ in range(samples)]
     except usemem.NoCompiler:
-        return None
+        return []
+
+
+def _passes(raw: dict[str, Any], key: str, unit: str = "ns") -> str:
+    """How ``raw[key]`` was taken: its passes' spread (:func:`microbench.spread_note`), if recorded."""
+    ps = (raw.get("passes") or {}).get(key)
+    return f", {mb.spread_note(ps, unit)}" if ps else ""
 
 
 def _chase_sizes(m: Machine) -> dict[str, int]:
@@ -271,7 +279,8 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
     thp = raw.get("fault_thp_ns")
     if thp:
         cost["core_clear_gbs"] = round((2 << 20) / thp, 3)
-        src["core_clear_gbs"] = meas(f"2 MiB / THP fault time ({thp:,.0f} ns per fault, clear_huge_page)")
+        src["core_clear_gbs"] = meas(f"2 MiB / THP fault time ({thp:,.0f} ns per fault, clear_huge_page"
+                                     f"{_passes(raw, 'fault_thp_ns')})")
     else:
         cost["core_clear_gbs"] = round(raw["core_bw_gbs"]["write"], 3)
         src["core_clear_gbs"] = meas("one core's streaming store bandwidth (no THP fault could be measured)")
@@ -282,9 +291,10 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
 
         cycles = word_ns * m.freq_ghz
         cost["issue_width"] = round(USEMEM_LOOP_UOPS / cycles, 2)
+        how = _passes(raw, "usemem_word_ns") or ", min of 15"
         src["issue_width"] = meas(f"usemem's do_rw_once store loop ({USEMEM_LOOP_UOPS:g} fused uops, "
                                   f"mm/user_loops.py) over 16 KiB in L1d: {word_ns:.3f} ns = {cycles:.2f} "
-                                  "cycles per word, min of 15; effective width = uops / cycles")
+                                  f"cycles per word{how}; effective width = uops / cycles")
     else:
         notes.append(f"issue_width: usemem's loop not measured (no C compiler): estimate {cost['issue_width']} kept")
     clear_ns = 4096 / cost["core_clear_gbs"]
@@ -295,13 +305,15 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
     pf = write_ns - clear_ns - paths_ns
     if pf_read > 0:
         cost["page_fault_ns"] = round(pf_read, 2)
-        src["page_fault_ns"] = meas(f"4 KiB read fault (zero page) {read_ns:,.0f} ns - paths {rpaths_ns} ns "
+        src["page_fault_ns"] = meas(f"4 KiB read fault (zero page) {read_ns:,.0f} ns"
+                                    f"{_passes(raw, 'fault_4k_read_ns')} - paths {rpaths_ns} ns "
                                     f"({', '.join(READ_FAULT_PATHS)})")
         extra = pf - pf_read
         if extra > 0:
             cost["anon_folio_ns"] = round(extra, 2)
             src["anon_folio_ns"] = meas(
-                f"4 KiB write fault {write_ns:,.0f} ns - page_fault_ns {pf_read:,.0f} ns - 4 KiB clear "
+                f"4 KiB write fault {write_ns:,.0f} ns{_passes(raw, 'fault_4k_ns')} - page_fault_ns "
+                f"{pf_read:,.0f} ns - 4 KiB clear "
                 f"{clear_ns:,.0f} ns - paths {paths_ns} ns ({', '.join(FAULT_PATHS)})")
         else:
             cost["anon_folio_ns"] = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -39,8 +40,9 @@ def best(f: Callable[[], float], repeats: int = REPEATS) -> float:
 # -- page faults -------------------------------------------------------------------------
 
 
-def _fault_4k(nbytes: int, touch: Callable[[Any], Any]) -> float:
-    """Best mean time per 4 KiB page of ``touch`` over a fresh THP-off anonymous mapping of ``nbytes``."""
+def _fault_4k(nbytes: int, touch: Callable[[Any], Any]) -> list[float]:
+    """Mean time per 4 KiB page of ``touch`` over a fresh THP-off anonymous mapping of ``nbytes``, one value
+    per pass (:data:`FAULT_REPEATS`); calibrate takes the fastest and reports the spread."""
 
     def once() -> float:
         m = tasks.map_anon(nbytes, "never")
@@ -50,25 +52,26 @@ def _fault_4k(nbytes: int, touch: Callable[[Any], Any]) -> float:
         m.close()
         return dt / (nbytes // tasks.PAGE)
 
-    return best(once, FAULT_REPEATS)
+    return [once() for _ in range(FAULT_REPEATS)]
 
 
-def fault_4k_ns(nbytes: int = 64 << 20) -> float:
-    """Mean time of one 4 KiB anonymous write fault (do_anonymous_page: alloc + clear + set_pte)."""
+def fault_4k_passes(nbytes: int = 64 << 20) -> list[float]:
+    """Mean time of one 4 KiB anonymous write fault (do_anonymous_page: alloc + clear + set_pte), per pass."""
     return _fault_4k(nbytes, tasks.touch_pages)
 
 
-def fault_4k_read_ns(nbytes: int = 64 << 20) -> float:
+def fault_4k_read_passes(nbytes: int = 64 << 20) -> list[float]:
     """Mean time of one 4 KiB anonymous read fault (do_anonymous_page's read branch: the shared zero
-    page mapped, no allocation, no clear, no folio): one byte loaded per page of an untouched mapping."""
+    page mapped, no allocation, no clear, no folio): one byte loaded per page of an untouched mapping,
+    per pass."""
     return _fault_4k(nbytes, tasks.read_pages)
 
 
-def fault_thp_ns(nbytes: int = 64 << 20) -> float | None:
-    """Mean time of one 2 MiB THP fault (do_huge_pmd_anonymous_page: mostly clear_huge_page).
+def fault_thp_passes(nbytes: int = 64 << 20) -> list[float]:
+    """Mean time of one 2 MiB THP fault (do_huge_pmd_anonymous_page: mostly clear_huge_page), per pass.
 
-    Counted with thp_fault_alloc; None when no THP fault happened (THP off or
-    no huge page free).
+    Counted with thp_fault_alloc; a pass with fewer THP faults than half its huge pages (THP off or no
+    huge page free) is left out, so the list is empty when none could be measured.
     """
 
     def once() -> float:
@@ -81,8 +84,17 @@ def fault_thp_ns(nbytes: int = 64 << 20) -> float | None:
         m.close()
         return dt / faults if faults >= nbytes // sysinfo.HPAGE_BYTES // 2 else float("inf")
 
-    v = best(once, FAULT_REPEATS)
-    return None if v == float("inf") else v
+    return [v for v in (once() for _ in range(FAULT_REPEATS)) if v != float("inf")]
+
+
+def spread_note(values: list[float], unit: str = "ns") -> str:
+    """``min of N passes (median M, max X unit)``: how a fastest-of-N figure was taken, and its spread."""
+    a = sorted(values)
+
+    def f(x: float) -> str:
+        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+    return f"min of {len(a)} passes (median {f(statistics.median(a))}, max {f(a[-1])} {unit})"
 
 
 # -- memory bandwidth -----------------------------------------------------------------------
