@@ -163,25 +163,31 @@ def test_trylock_succeeds_beside_other_readers(tiny: Machine) -> None:
     assert mm.mmap_sem.stat.extra["read_contentions"] == 0
 
 
-def test_cow_fault_of_a_private_file_mapping_takes_the_trylock_from_v6_10(tiny: Machine) -> None:
+COW_BASE = "v6.6+164b06f238b9+4ed4379881aa+4de8c93a4751"
+
+
+@pytest.mark.parametrize(("kernel", "expect"), [
+    (COW_BASE, (0, 1, 2)),
+    (COW_BASE + "+a373baed5a9d+737019cf6ac5", (0, 0, 3)),
+])
+def test_cow_fault_of_a_private_file_mapping_takes_the_trylock_from_v6_10(
+        tiny: Machine, kernel: str, expect: tuple[int, int, int]) -> None:
     """do_cow_fault's vmf_anon_prepare (4de8c93a4751): the first COW fault of a mapping retried before v6.10."""
     from mmsim.mm.shmem import shmem_file_setup
 
-    base = "v6.6+164b06f238b9+4ed4379881aa+4de8c93a4751"
-    for kernel, expect in ((base, (0, 1, 2)), (base + "+a373baed5a9d+737019cf6ac5", (0, 0, 3))):
-        s = _system(tiny, kernel)
-        inode = shmem_file_setup(s, 0, 3 * PAGE)
-        mm = MmStruct(s, 0)
-        t = Task(0, "t0", cpu=0, mm=mm)
+    s = _system(tiny, kernel)
+    inode = shmem_file_setup(s, 0, 3 * PAGE)
+    mm = MmStruct(s, 0)
+    t = Task(0, "t0", cpu=0, mm=mm)
 
-        def body(t: Task = t, mm: MmStruct = mm) -> Generator[Any, Any, None]:
-            vma = yield from mm.do_mmap(t, 3 * PAGE, anon=False, shared=False, file=inode)
-            for addr in range(vma.start, vma.end, PAGE):
-                yield from memory.handle_mm_fault(t, mm, vma, addr, True)
+    def body() -> Generator[Any, Any, None]:
+        vma = yield from mm.do_mmap(t, 3 * PAGE, anon=False, shared=False, file=inode)
+        for addr in range(vma.start, vma.end, PAGE):
+            yield from memory.handle_mm_fault(t, mm, vma, addr, True)
 
-        s.sched.spawn(t, body())
-        s.engine.run()
-        assert _counts(s) == expect, kernel
+    s.sched.spawn(t, body())
+    s.engine.run()
+    assert _counts(s) == expect
 
 
 def test_trylock_fails_while_a_writer_waits_behind_readers(tiny: Machine) -> None:
