@@ -264,8 +264,9 @@ POLICIES: dict[str, Policy] = {
         # --- issue 22: the per-VMA lock (mm/vma_lock.py, mm/memory_file.py) ---
         Policy("vma_lock", ("off", "anon", "file"),
                "per-VMA lock in the x86 fault path: off (every fault under mmap_lock); anon: lock_vma_under_rcu "
-               "for anonymous VMAs with an anon_vma (50ee32537206, 0bff0aaea03e, v6.4); file: file-backed VMAs "
-               "too, their ->fault paths still retried under mmap_lock (350f6bbca1de, v6.6)",
+               "for anonymous VMAs with an anon_vma (50ee32537206, 0bff0aaea03e, v6.4; the anon_vma condition is "
+               "policy vma_lock_anon_vma); file: file-backed VMAs too, their ->fault paths still retried under "
+               "mmap_lock (350f6bbca1de, v6.6)",
                "mm/memory.c lock_vma_under_rcu(); arch/x86/mm/fault.c do_user_addr_fault()"),
         Policy("vma_lock_anon_vma", ("check", "retry", "trylock"),
                "an anonymous VMA without an anon_vma under the per-VMA lock: check (lock_vma_under_rcu refuses it, "
