@@ -62,6 +62,7 @@ V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    "vma_lock_anon_vma": "check",  # a373baed5a9d / 737019cf6ac5 (v6.10): retry / trylock
     "pcp_batch_scale_max": "off",
     "pcp_alloc_factor": "off",
     "pcp_high_tuning": "off",

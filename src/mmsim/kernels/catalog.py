@@ -264,9 +264,17 @@ POLICIES: dict[str, Policy] = {
         # --- issue 22: the per-VMA lock (mm/vma_lock.py, mm/memory_file.py) ---
         Policy("vma_lock", ("off", "anon", "file"),
                "per-VMA lock in the x86 fault path: off (every fault under mmap_lock); anon: lock_vma_under_rcu "
-               "for anonymous VMAs with an anon_vma (50ee32537206, 0bff0aaea03e, v6.4); file: file-backed VMAs "
-               "too, their ->fault paths still retried under mmap_lock (350f6bbca1de, v6.6)",
+               "for anonymous VMAs with an anon_vma (50ee32537206, 0bff0aaea03e, v6.4; the anon_vma condition is "
+               "policy vma_lock_anon_vma); file: file-backed VMAs too, their ->fault paths still retried under "
+               "mmap_lock (350f6bbca1de, v6.6)",
                "mm/memory.c lock_vma_under_rcu(); arch/x86/mm/fault.c do_user_addr_fault()"),
+        Policy("vma_lock_anon_vma", ("check", "retry", "trylock"),
+               "an anonymous VMA without an anon_vma under the per-VMA lock: check (lock_vma_under_rcu refuses it, "
+               "v6.4..v6.9), retry (taken; vmf_anon_prepare in do_anonymous_page / do_huge_pmd_anonymous_page "
+               "returns VM_FAULT_RETRY: a373baed5a9d), trylock (vmf_anon_prepare mmap_read_trylocks around "
+               "__anon_vma_prepare and the fault goes on under the VMA lock: 737019cf6ac5, v6.10)",
+               "mm/memory.c lock_vma_under_rcu(), __vmf_anon_prepare(); mm/huge_memory.c "
+               "do_huge_pmd_anonymous_page()"),
         Policy("vma_lock_fault_around", ("off", "on"),
                "do_read_fault runs fault-around (->map_pages) under the VMA lock before it retries "
                "(f5617ffeb450, v6.6); off: the retry is at do_read_fault's start",
@@ -457,6 +465,12 @@ PATCHES: dict[str, Patch] = {
               {"vma_lock_shared_fault": "on"}, "v6.7"),
         Patch("4de8c93a4751", "mm: handle COW faults under the VMA lock", {"vma_lock_cow_fault": "on"}, "v6.7"),
         Patch("12214eba1992", "mm: handle read faults under the VMA lock", {"vma_lock_read_fault": "on"}, "v6.7"),
+        # "Improve anon_vma scalability for anon VMAs" (Matthew Wilcox, 26 Apr 2024; patches 2/4 and 4/4, store ids
+        # 40335629794, 40596904626), in the "MM updates for 6.10-rc1" pull (store id 26004344308): v6.10. The ids are
+        # mm-stable's, as in linux-next of 2024-05-20 (store id 65753356838); not checked against a v6.10 tree.
+        Patch("a373baed5a9d", "mm: delay the check for a NULL anon_vma", {"vma_lock_anon_vma": "retry"}, "v6.10"),
+        Patch("737019cf6ac5", "mm: optimise vmf_anon_prepare() for VMAs without an anon_vma",
+              {"vma_lock_anon_vma": "trylock"}, "v6.10"),
         # --- issue 19: PCP high auto-tuning, v3 patches 4-9 (1-3 are above); ids verified in the
         # upstream listing (docs/sources-page-alloc.md C.1), texts read as in docs/pcp-series.md ---
         Patch("52166607ecc9", "mm: restrict the pcp batch scale factor to avoid too long latency",
@@ -544,6 +558,7 @@ _V312 = {
     "vma_lock_cow_fault": "off",
     "vma_lock_shared_fault": "off",
     "vma_lock_read_fault": "off",
+    "vma_lock_anon_vma": "check",
     # issue 19: PCP high auto-tuning (v6.7)
     "pcp_batch_scale_max": "off",
     "pcp_alloc_factor": "off",
@@ -598,7 +613,8 @@ def _hugetlb_rwsem_kernels() -> tuple[Kernel, ...]:
 
 def _mmap_align_kernels() -> tuple[Kernel, ...]:
     """Issue 22: the robot's base/patched pairs. d4148aeab412's parent 15e8156713cc is v6.12-rc: every
-    catalogued patch up to v6.11 (efa7df3e3bb5 included), d4148aeab412 not. 849d5cff4d48's parent
+    catalogued patch up to v6.11 (efa7df3e3bb5 and v6.10's a373baed5a9d / 737019cf6ac5 included),
+    d4148aeab412 not. 849d5cff4d48's parent
     337135e6124b is linux-next of 2025-09-28, after d4148aeab412 (v6.12): the catalogue's v6.12+
     policies (no catalogued patch landed between v6.12 and that date)."""
     v611, v612 = _release("v6.11", "v6.11"), _release("v6.12", "v6.12")

@@ -26,6 +26,7 @@ from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
 from mmsim.mm.user_loops import loop_cost
+from mmsim.mm.vma_lock import RETRY, vmf_anon_prepare
 
 PGFAULT = int(VmEvent.PGFAULT)
 NUMA_HINT_FAULTS = int(VmEvent.NUMA_HINT_FAULTS)
@@ -409,7 +410,8 @@ def __handle_mm_fault(
 ) -> Generator[Any, Any, str]:
     """mm/memory.c ``handle_mm_fault`` → ``__handle_mm_fault`` under mmap_lock or (``vma_locked``,
     FAULT_FLAG_VMA_LOCK) the VMA lock; returns the fault kind, or ``"retry"`` (VM_FAULT_RETRY) from a
-    path that cannot run under the VMA lock (hugetlb_fault; the file fault paths, mm/memory_file.py)."""
+    path that cannot run under the VMA lock (hugetlb_fault; the file fault paths, mm/memory_file.py;
+    ``vmf_anon_prepare`` on a VMA without an anon_vma, v6.10+: mm/vma_lock.py)."""
     s = mm.system
     c = s.counters
     cpu = task.cpu
@@ -436,8 +438,10 @@ def __handle_mm_fault(
             if kind == "thp-split":  # VM_FAULT_FALLBACK: the same fault goes on at PTE level (do_wp_page)
                 kind = "none"
         elif state is None and huge_memory.thp_applies(s, vma, addr):
-            if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare first
-                yield anon_vma_prepare(task, s, vma)
+            if not vma.anon_vma:  # do_huge_pmd_anonymous_page: anon_vma_prepare / vmf_anon_prepare first
+                ok = yield from vmf_anon_prepare(task, mm, vma, vma_locked)
+                if not ok:
+                    return RETRY
             ok = yield from huge_memory.do_huge_pmd_anonymous_page(task, mm, vma, addr, write)
             if ok:
                 kind = "thp" if write else "thp-zero"
@@ -452,8 +456,10 @@ def __handle_mm_fault(
 
                 kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
             elif not pt.pte_bitmap(slot)[pfn & 511]:
-                if write and not vma.anon_vma:
-                    yield anon_vma_prepare(task, s, vma)
+                if write and not vma.anon_vma:  # do_anonymous_page: anon_vma_prepare / vmf_anon_prepare
+                    ok = yield from vmf_anon_prepare(task, mm, vma, vma_locked)
+                    if not ok:
+                        return RETRY
                 yield from do_anonymous_page(task, mm, vma, addr, write)
                 kind = "anon" if write else "zero"
             elif prot is not None and prot[pfn & 511]:
@@ -461,6 +467,12 @@ def __handle_mm_fault(
                 yield from do_numa_page(task, mm, vma, addr)
                 kind = "numa"
             elif write and (pfn in pt.zero_ptes or pfn in pt.wp_ptes):
+                if not vma.anon_vma and s.policy("vma_lock_anon_vma") != "check":
+                    # wp_page_copy's vmf_anon_prepare (v6.10+ kernels only: the older ones keep the model's
+                    # old path, which leaves anon_vma unset here; docs/fault-front-half.md session 13)
+                    ok = yield from vmf_anon_prepare(task, mm, vma, vma_locked)
+                    if not ok:
+                        return RETRY
                 yield from do_wp_page(task, mm, vma, addr)
                 kind = "cow"
     return kind

@@ -12,7 +12,8 @@ Under the per-VMA lock (``vma_locked``; mm/vma_lock.py) each path returns
   fault-around again: ``map_pages`` twice;
 * ``do_cow_fault``: at its start unless ``vma_lock_cow_fault`` (4de8c93a4751,
   v6.7); with it, ``vmf_anon_prepare`` still retries when the VMA has no
-  anon_vma yet (the first COW fault of each new mapping);
+  anon_vma yet (the first COW fault of each new mapping), unless v6.10's
+  ``mmap_read_trylock`` (737019cf6ac5, policy ``vma_lock_anon_vma``) succeeds;
 * ``do_shared_fault``: at its start unless ``vma_lock_shared_fault``
   (4ed4379881aa, v6.7).
 
@@ -38,7 +39,7 @@ from mmsim.mm.shmem import (
     folio_unlock,
     shmem_fault,
 )
-from mmsim.mm.vma_lock import RETRY
+from mmsim.mm.vma_lock import RETRY, vmf_anon_prepare
 from mmsim.mm.zap import file_reuse_bytes
 
 PAGE_SHIFT = 12
@@ -104,9 +105,12 @@ def do_cow_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) -> 
     if vma_locked and s.policy("vma_lock_cow_fault") != "on":
         return RETRY
     if not vma.anon_vma:
-        if vma_locked:
-            return RETRY  # vmf_anon_prepare: anon_vma_prepare needs mmap_lock
-        vma.anon_vma = True  # anon_vma_prepare (not charged: once per VMA)
+        if vma_locked:  # vmf_anon_prepare: anon_vma_prepare needs mmap_lock (v6.10+: a trylock of it)
+            ok = yield from vmf_anon_prepare(task, mm, vma, True)
+            if not ok:
+                return RETRY
+        else:
+            vma.anon_vma = True  # anon_vma_prepare (not charged: once per VMA)
     slot = addr >> PMD_SHIFT
     pfn = addr >> PAGE_SHIFT
     home = s.machine.cpu_node(task.cpu)

@@ -27,6 +27,19 @@ Which VMAs ``lock_vma_under_rcu`` takes, by policy ``vma_lock``:
   do_read_fault / do_cow_fault / do_shared_fault by the ``vma_lock_*``
   policies (mm/memory_file.py).
 
+Whether an anonymous VMA without an ``anon_vma`` is taken, by policy ``vma_lock_anon_vma``:
+
+* ``check`` (v6.4..v6.9): ``lock_vma_under_rcu`` refuses it ("find_mergeable_anon_vma uses adjacent
+  vmas which are not locked"), as above;
+* ``retry`` (a373baed5a9d, "mm: delay the check for a NULL anon_vma"): the check is gone from
+  ``lock_vma_under_rcu``; ``do_anonymous_page`` and ``do_huge_pmd_anonymous_page`` call
+  :func:`vmf_anon_prepare`, which under the VMA lock returns VM_FAULT_RETRY;
+* ``trylock`` (737019cf6ac5, "mm: optimise vmf_anon_prepare() for VMAs without an anon_vma", both v6.10):
+  ``vmf_anon_prepare`` takes ``mmap_read_trylock`` around ``__anon_vma_prepare`` and the fault goes on
+  under the VMA lock; VM_FAULT_RETRY only when the trylock fails. The code read: the patches as posted
+  (linux-mm, 2024-04-26) and ``__vmf_anon_prepare`` in a v6.15+ mm/memory.c (store id 7895225), which is
+  737019cf6ac5's body (2a058ab3286d only moved the ``vma_end_read`` into the ``vmf_anon_prepare`` wrapper).
+
 Not modelled: ``vma_start_write`` by mmap/munmap/mprotect of the same VMA
 (``vm_lock_seq == mm_lock_seq`` makes ``vma_start_read`` fail) and a VMA
 detached between the walk and the lock (``VMA_LOCK_MISS``): the workloads
@@ -65,14 +78,58 @@ def vm_lock(s: Any, vma: Any, cpu: int) -> RwSem:
 
 
 def usable(s: Any, vma: Any) -> bool:
-    """``lock_vma_under_rcu``'s checks (v6.4..v6.7) on a VMA it found, by policy ``vma_lock``."""
+    """``lock_vma_under_rcu``'s checks on a VMA it found, by policies ``vma_lock`` and ``vma_lock_anon_vma``
+    (the anon_vma check of v6.4..v6.9; gone with a373baed5a9d, v6.10)."""
     pol = s.policy("vma_lock")
     if pol == "off":
         return False
     anon = vma_is_anonymous(vma)
     if pol == "anon" and not anon:
         return False  # "Only anonymous vmas are supported for now"
+    if s.policy("vma_lock_anon_vma") != "check":
+        return True
     return not (anon and not vma.anon_vma)
+
+
+def mmap_read_trylock(task: Task, mm: Any) -> Generator[Any, Any, bool]:
+    """include/linux/mmap_lock.h ``mmap_read_trylock`` → ``down_read_trylock`` → ``__down_read_trylock``
+    (kernel/locking/rwsem.c, v5.3+): ``atomic_long_read(&sem->count)`` (:meth:`RwSem.trylock_load`), then,
+    unless ``RWSEM_READ_FAILED_MASK`` is set (a writer holds it, waiters are queued, a hand-off is pending:
+    the model's ``down_read`` fast-path test), the ``try_cmpxchg`` of the reader bias (:meth:`RwSem.down_read`,
+    its fast path). Returns True with ``mmap_lock`` held for read."""
+    sem = mm.mmap_sem
+    yield sem.trylock_load(task)
+    if sem.writer is not None or sem.waitq or sem.handoff:
+        return False
+    d = sem.down_read(task)
+    assert isinstance(d, int)  # the fast path: nothing can block it now
+    yield d
+    return True
+
+
+def vmf_anon_prepare(task: Task, mm: Any, vma: Any, vma_locked: bool) -> Generator[Any, Any, bool]:
+    """mm/internal.h ``vmf_anon_prepare`` → mm/memory.c ``__vmf_anon_prepare`` (164b06f238b9, v6.7; the
+    trylock from 737019cf6ac5, v6.10) before an anonymous page is mapped. Nothing if the VMA has an
+    ``anon_vma``; under mmap_lock, ``__anon_vma_prepare``; under the VMA lock (``FAULT_FLAG_VMA_LOCK``),
+    by policy ``vma_lock_anon_vma``: ``retry`` (and ``check``) return False (VM_FAULT_RETRY; the caller's
+    ``vma_end_read`` and the retry are in :func:`fault_under_vma_lock`), ``trylock`` takes
+    :func:`mmap_read_trylock`, prepares and ``mmap_read_unlock``s, or returns False if the trylock failed.
+    Returns True when the fault may go on."""
+    from mmsim.mm.memory import anon_vma_prepare
+
+    if vma.anon_vma:
+        return True
+    s = mm.system
+    if not vma_locked:
+        yield anon_vma_prepare(task, s, vma)
+        return True
+    if s.policy("vma_lock_anon_vma") != "trylock":
+        return False
+    ok = yield from mmap_read_trylock(task, mm)
+    if not ok:
+        return False
+    yield anon_vma_prepare(task, s, vma) + mm.mmap_sem.up_read(task)
+    return True
 
 
 def lock_vma_under_rcu(task: Task, mm: Any, vma: Any) -> Generator[Any, Any, bool]:
