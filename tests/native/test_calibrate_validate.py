@@ -124,7 +124,9 @@ def test_calibrate_writes_the_file_the_host_preset_reads(tmp_path: Path, monkeyp
     assert r["path"] == str(path) and path.is_file()
     m = host_machine()
     assert "calibrated by mmsim calibrate" in m.description
-    assert m.cost.sources["ctx_switch_ns"].startswith("native measurement")
+    # a field measured on every host (THP fault or store bandwidth; never kept as an estimate for noise,
+    # which a loaded host can make the futex and chase figures)
+    assert m.cost.sources["core_clear_gbs"].startswith("native measurement")
     assert r["measurements"]["fault_4k_ns"] > 0
 
 
