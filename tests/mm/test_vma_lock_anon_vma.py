@@ -215,3 +215,23 @@ def test_trylock_fails_while_a_writer_waits_behind_readers(tiny: Machine) -> Non
     _write_faults(s, mm, [vma.start, vma.start + PAGE], vma, delay=60_000)
     s.engine.run()
     assert _counts(s) == (0, 1, 1)
+
+
+def test_a_write_after_a_zero_page_read_prepares_the_anon_vma_on_every_kernel(tiny: Machine) -> None:
+    """wp_page_copy's anon_vma_prepare (v3.x do_wp_page already had it): on v6.6 the read fault aborts to
+    mmap_lock (no anon_vma), the write that replaces the zero page prepares it there, and the next write
+    fault is taken under the VMA lock."""
+    s = _system(tiny, CHECK)
+    mm = MmStruct(s, 0)
+    vma = _fresh_vma(mm, 2)
+    t = Task(0, "t0", cpu=0, mm=mm)
+
+    def body() -> Generator[Any, Any, None]:
+        yield from memory.handle_mm_fault(t, mm, vma, vma.start, False)  # zero page: abort
+        yield from memory.handle_mm_fault(t, mm, vma, vma.start, True)  # wp_page_copy: abort, then prepared
+        yield from memory.handle_mm_fault(t, mm, vma, vma.start + PAGE, True)  # under the VMA lock
+
+    s.sched.spawn(t, body())
+    s.engine.run()
+    assert vma.anon_vma
+    assert _counts(s) == (2, 0, 1)

@@ -467,9 +467,10 @@ def __handle_mm_fault(
                 yield from do_numa_page(task, mm, vma, addr)
                 kind = "numa"
             elif write and (pfn in pt.zero_ptes or pfn in pt.wp_ptes):
-                if not vma.anon_vma and s.policy("vma_lock_anon_vma") != "check":
-                    # wp_page_copy's vmf_anon_prepare (v6.10+ kernels only: the older ones keep the model's
-                    # old path, which leaves anon_vma unset here; docs/fault-front-half.md session 13)
+                if not vma.anon_vma:
+                    # wp_page_copy's anon_vma_prepare (every kernel: v3.x do_wp_page already had it; v6.7+
+                    # through vmf_anon_prepare). Under the v6.4..v6.9 rule a VMA without an anon_vma is never
+                    # VMA-locked, so there it is the plain anon_vma_prepare (docs/fault-front-half.md, session 13)
                     ok = yield from vmf_anon_prepare(task, mm, vma, vma_locked)
                     if not ok:
                         return RETRY
