@@ -224,7 +224,7 @@ def user_access(
         sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
         if sid:
             task.data["bw_stream"] = (node, sid)
-    ns: int = s.counters.busy(task.cpu, func, max(1, int(dur.sum()) + 1 + late), int(len(idx) * words * insns))
+    ns: int = s.counters.busy(task.cpu, func, max(1, int(np.add.reduce(dur)) + 1 + late), int(len(idx) * words * insns))
     return ns
 
 
