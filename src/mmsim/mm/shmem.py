@@ -230,7 +230,8 @@ def folio_ref(task: Task, inode: ShmemInode, idx: int, func: str) -> int:
     """An atomic on the folio's refcount or mapcount (``folio_try_get``, ``folio_put``, the rmap
     counters): a locked RMW of its ``struct page`` line. Returns ns charged."""
     s = inode.system
-    ns: int = s.counters.busy(task.cpu, func, s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now))
+    # CacheLine.rmw and ShmemInode.key inline (several calls per file fault)
+    ns: int = s.counters.busy(task.cpu, func, s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0])
     return ns
 
 
