@@ -231,7 +231,10 @@ def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, 
         else:
             d += folio_ref(task, inode, idx, "folio_put")  # already mapped: drop the reference
         yield d
-        yield from folio_unlock(task, inode, idx)
+        d, waiters = folio_unlock_bit(task, inode, idx)  # folio_unlock, inline: no generator per folio
+        yield d
+        if waiters is not None:
+            yield from folio_wake_bit(task, inode, idx, waiters)
     if locked_pte:
         lk.release(task)
     return mapped

@@ -158,7 +158,7 @@ def _wait_lock(s: Any, inode: ShmemInode, idx: int) -> Spinlock:
 def folio_trylock(task: Task, inode: ShmemInode, idx: int) -> tuple[bool, int]:
     """``folio_trylock``: test_and_set_bit_lock(PG_locked). Returns (taken, ns charged)."""
     s = inode.system
-    d = s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now)
+    d: int = s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0]  # .key, .rmw inline
     if idx in inode.locked:
         return False, s.counters.busy(task.cpu, "folio_trylock", d)
     inode.locked[idx] = deque()
@@ -206,7 +206,8 @@ def folio_unlock_bit(task: Task, inode: ShmemInode, idx: int) -> tuple[int, dequ
     """:func:`folio_unlock`'s atomic (clear PG_locked), for a caller that yields its ns itself (no generator
     per fault). Returns (ns charged, the waiters to wake with :func:`folio_wake_bit` or None)."""
     s = inode.system
-    d: int = s.counters.busy(task.cpu, "folio_unlock", s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now))
+    d: int = s.counters.busy(task.cpu, "folio_unlock",
+                             s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0])
     q = inode.locked[idx]
     if not q:
         del inode.locked[idx]
