@@ -429,6 +429,7 @@ class CacheLine:
             self.remote = cost > 0
             if cost:
                 self.transfers += 1
+        ic = int(cost)  # once (host time: an int() call fewer per write)
         n = self.nspin
         if n:
             first = self._out(co.tm, cpu) / n
@@ -440,8 +441,8 @@ class CacheLine:
             self._wcpu = cpu
             self._wkept = False
             self._first_at = start + int(cost + first)
-            return start - now + int(cost), first, per
-        self.free_at = start + int(cost)
+            return start - now + ic, first, per
+        self.free_at = start + ic
         if self.remote and o >= 0:  # taken from an exclusive owner: in flight until the transfer ends
             self._prev = o
             self._req = cpu
@@ -449,7 +450,7 @@ class CacheLine:
         self.owner = cpu
         self._log = None
         self._wcpu = -1
-        return start - now + int(cost), 0.0, 0.0
+        return start - now + ic, 0.0, 0.0
 
     def rmw(self, cpu: int, now: int) -> int:
         """A locked RMW by ``cpu``: ns until it completes."""

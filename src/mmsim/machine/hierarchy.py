@@ -93,6 +93,13 @@ from mmsim.machine.llc import NEVER, SUBPAGE, SharedCache
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 
+# The ufunc reductions ``ndarray.max()`` / ``.min()`` / ``.sum()`` call (numpy/_core/_methods.py: ``_amax`` is
+# ``umr_maximum(a, axis, None, out, keepdims, initial, where)``), without their Python wrapper: the same
+# reduction, the same result, on the small arrays of every fault's accesses (issue 20, host time only).
+_max = np.maximum.reduce
+_min = np.minimum.reduce
+_sum = np.add.reduce
+
 # Demand misses of a sub-page before the L2 streamer covers the rest of it. estimate, plausible 1-4: the
 # streamer needs an ascending pair of misses to detect a stream (Opt. manual §2.3.5.4), and the adjacent-line
 # prefetcher completes the first miss to its 128-byte pair; a Coffee Lake measurement (docs/sources-caches.md 2)
@@ -199,7 +206,8 @@ def _stamps(c: SharedCache, key: Hashable, npages: int) -> np.ndarray:
     """The sub-page stamp array of a page of ``npages`` > 1 sub-pages."""
     a = c.stamps.get(key)
     if a is None or a.__class__ is float or len(a) != npages:
-        a = c.stamps[key] = np.full(npages, NEVER)
+        a = c.stamps[key] = np.empty(npages)  # np.full(npages, NEVER) without its Python wrapper
+        a.fill(NEVER)
     return a
 
 
@@ -446,11 +454,11 @@ class CacheHierarchy:
             a2, a3 = _stamps(c2, k, npages), _stamps(c3, k, npages)
             old2, old3 = a2[order], a3[order]
             j = _own(n + 1, 1)[1:]
-            if old3.max() >= k3 - self.llc.horizon or old2.max() >= k2 - self.l2.horizon:
+            if _max(old3) >= k3 - self.llc.horizon or _max(old2) >= k2 - self.l2.horizon:
                 own = SUBPAGE * (j - 1)  # this clear's own earlier sub-pages
                 t = duration * (j - 1) / n
                 p2v, p3v = self._probs(k2 - old2 + own, k3 - old3 + c3.rate * t + own)
-                s2, s3 = float(p2v.sum()), float(p3v.sum())
+                s2, s3 = float(_sum(p2v)), float(_sum(p3v))
             a2[order] = k2 + SUBPAGE * j
             a3[order] = k3 + c3.rate * (duration * j / n) + SUBPAGE * j
         c2.add_now(n * SUBPAGE)
@@ -524,7 +532,7 @@ class CacheHierarchy:
         b3 = own - a3[sl]
         b3 += k3
         s2 = s3 = 0.0
-        if b3.min() >= self.llc.horizon and b2.min() >= self.l2.horizon:
+        if _min(b3) >= self.llc.horizon and _min(b2) >= self.l2.horizon:
             dur = np.full(n, t_miss)  # nothing of it is cached: no iteration needed
         else:
             inclusive = self.org.llc == INCLUSIVE
@@ -533,7 +541,7 @@ class CacheHierarchy:
             x = np.empty(n)
             tol = FIX_TOL * total
             for _ in range(FIX_ITERS):
-                np.cumsum(dur, out=x)
+                dur.cumsum(out=x)
                 x -= dur
                 if inclusive:  # cached = in the LLC
                     x *= r3
@@ -543,7 +551,7 @@ class CacheHierarchy:
                     new += t_miss
                 else:
                     new = t_miss - self._any(b2, b3 + r3 * x) * gap
-                t = float(new.sum())
+                t = float(_sum(new))
                 dur = new
                 if abs(t - total) <= tol or r3 == 0.0:
                     break
@@ -553,14 +561,14 @@ class CacheHierarchy:
             if inclusive:
                 p2 = self.l2.p(b2)
                 p2 *= q3
-                s2 = float(p2.sum())
-                s3 = float(q3.sum()) - s2
+                s2 = float(_sum(p2))
+                s3 = float(_sum(q3)) - s2
             else:
-                np.cumsum(dur, out=x)
+                dur.cumsum(out=x)
                 x -= dur
                 p2, p3 = self._probs(b2, b3 + r3 * x)
-                s2, s3 = float(p2.sum()), float(p3.sum())
-        after = np.cumsum(dur)
+                s2, s3 = float(_sum(p2)), float(_sum(p3))
+        after = dur.cumsum()
         last = float(after[-1])
         a2[sl] = own + (k2 + per_sub)
         after *= r3

@@ -25,10 +25,13 @@ import heapq
 from collections.abc import Hashable
 from typing import Any
 
+import numpy as np
+
 from mmsim.machine.model import Machine
 
 SUBPAGE = 4096  # granularity of the model: one base page
 NEVER = -1e30  # stamp of a sub-page never inserted (always a miss)
+_max = np.maximum.reduce  # ndarray.max() without its Python wrapper (numpy/_core/_methods.py _amax)
 
 
 
@@ -102,6 +105,7 @@ class SharedCache:
         """Drop stamp arrays no future access can hit (all older than capacity)."""
         self._since_prune = 0.0
         horizon = self._clock - self.horizon
-        dead = [k for k, a in self.stamps.items() if (a if a.__class__ is float else a.max()) < horizon]
+        amax = _max
+        dead = [k for k, a in self.stamps.items() if (a if a.__class__ is float else amax(a)) < horizon]
         for k in dead:
             del self.stamps[k]

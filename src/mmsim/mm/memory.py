@@ -21,7 +21,7 @@ from mmsim.engine.core import PARK, Task
 from mmsim.machine.hierarchy import subpage_range
 from mmsim.metrics.counters import PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import huge_memory, hugetlb, lru_anon, mempolicy
+from mmsim.mm import huge_memory, hugetlb, lru_anon, memory_file, mempolicy, vma_lock  # cycles: called at run time
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
@@ -225,7 +225,7 @@ def user_access(
         sid = bw.occupy(node, now, int(nmiss * eq / rate), nmiss * SUBPAGE, nmiss * wr, track=True)
         if sid:
             task.data["bw_stream"] = (node, sid)
-    ns: int = s.counters.busy(task.cpu, func, max(1, int(dur.sum()) + 1 + late), int(len(idx) * words * insns))
+    ns: int = s.counters.busy(task.cpu, func, max(1, int(np.add.reduce(dur)) + 1 + late), int(len(idx) * words * insns))
     return ns
 
 
@@ -388,9 +388,7 @@ def handle_mm_fault(
     c.vm[cpu][PGFAULT] += 1
     yield pre_ns + c.busy(cpu, "page_fault", int(s.machine.cost.page_fault_ns))
     if s.policy("vma_lock") != "off":  # v6.4+: the per-VMA lock first (mm/vma_lock.py)
-        from mmsim.mm.vma_lock import fault_under_vma_lock
-
-        done = yield from fault_under_vma_lock(task, mm, vma, addr, write)
+        done = yield from vma_lock.fault_under_vma_lock(task, mm, vma, addr, write)
         if done is not None:
             return done
         # lock_mm_and_find_vma (v6.5; v6.4 in do_user_addr_fault): mmap_read_trylock's load, then its
@@ -452,9 +450,7 @@ def __handle_mm_fault(
             pfn = addr >> PAGE_SHIFT
             prot = pt.protnone.get(slot)
             if getattr(vma.file, "is_shmem", False):
-                from mmsim.mm.memory_file import do_fault
-
-                kind = yield from do_fault(task, mm, vma, addr, write, vma_locked)
+                kind = yield from memory_file.do_fault(task, mm, vma, addr, write, vma_locked)
             elif not pt.pte_bitmap(slot)[pfn & 511]:
                 if write and not vma.anon_vma:  # do_anonymous_page: anon_vma_prepare / vmf_anon_prepare
                     ok = yield from vmf_anon_prepare(task, mm, vma, vma_locked)

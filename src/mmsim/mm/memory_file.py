@@ -37,6 +37,8 @@ from mmsim.mm.shmem import (
     folio_ref,
     folio_trylock,
     folio_unlock,
+    folio_unlock_bit,
+    folio_wake_bit,
     shmem_fault,
 )
 from mmsim.mm.vma_lock import RETRY, vmf_anon_prepare
@@ -149,7 +151,10 @@ def do_shared_fault(task: Task, mm: Any, vma: Any, addr: int, vma_locked: bool) 
     ns, ins = path("fault_dirty_shared_page", s.machine.freq_ghz)
     yield s.counters.busy(task.cpu, "fault_dirty_shared_page", ns, ins) + folio_ref(
         task, inode, idx, "folio_mark_dirty")
-    yield from folio_unlock(task, inode, idx)
+    d, waiters = folio_unlock_bit(task, inode, idx)  # folio_unlock, inline: no generator per fault
+    yield d
+    if waiters is not None:
+        yield from folio_wake_bit(task, inode, idx, waiters)
     yield file_update_time(task, inode) + 1
     return "file-shared"
 
@@ -230,7 +235,10 @@ def do_fault_around(task: Task, mm: Any, vma: Any, addr: int) -> Generator[Any, 
         else:
             d += folio_ref(task, inode, idx, "folio_put")  # already mapped: drop the reference
         yield d
-        yield from folio_unlock(task, inode, idx)
+        d, waiters = folio_unlock_bit(task, inode, idx)  # folio_unlock, inline: no generator per folio
+        yield d
+        if waiters is not None:
+            yield from folio_wake_bit(task, inode, idx, waiters)
     if locked_pte:
         lk.release(task)
     return mapped

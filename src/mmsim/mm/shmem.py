@@ -158,7 +158,7 @@ def _wait_lock(s: Any, inode: ShmemInode, idx: int) -> Spinlock:
 def folio_trylock(task: Task, inode: ShmemInode, idx: int) -> tuple[bool, int]:
     """``folio_trylock``: test_and_set_bit_lock(PG_locked). Returns (taken, ns charged)."""
     s = inode.system
-    d = s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now)
+    d: int = s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0]  # .key, .rmw inline
     if idx in inode.locked:
         return False, s.counters.busy(task.cpu, "folio_trylock", d)
     inode.locked[idx] = deque()
@@ -169,12 +169,15 @@ def folio_lock(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, N
     """``folio_lock``: the atomic, or ``__folio_lock`` → ``folio_wait_bit_common`` (queue under the
     wait-queue spinlock, set PG_waiters, test the bit again, sleep in ``io_schedule``) until the
     lock is handed over."""
-    s = inode.system
     ok, d = folio_trylock(task, inode, idx)
-    if ok:
-        yield d
-        return
     yield d
+    if not ok:
+        yield from folio_lock_wait(task, inode, idx)
+
+
+def folio_lock_wait(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, None]:
+    """``__folio_lock`` after a failed ``folio_trylock``: :func:`folio_lock`'s slow path."""
+    s = inode.system
     lk = _wait_lock(s, inode, idx)
     yield lk.acquire(task)
     ns, ins = path("folio_wait_queue", s.machine.freq_ghz)
@@ -193,14 +196,28 @@ def folio_lock(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, N
 def folio_unlock(task: Task, inode: ShmemInode, idx: int) -> Generator[Any, Any, None]:
     """``folio_unlock``: clear PG_locked; with waiters (PG_waiters) ``folio_wake_bit`` under the wait-queue
     spinlock wakes the first exclusive waiter, which gets the lock (``wake_page_function``)."""
+    d, q = folio_unlock_bit(task, inode, idx)
+    yield d
+    if q is not None:
+        yield from folio_wake_bit(task, inode, idx, q)
+
+
+def folio_unlock_bit(task: Task, inode: ShmemInode, idx: int) -> tuple[int, deque[Task] | None]:
+    """:func:`folio_unlock`'s atomic (clear PG_locked), for a caller that yields its ns itself (no generator
+    per fault). Returns (ns charged, the waiters to wake with :func:`folio_wake_bit` or None)."""
     s = inode.system
-    d = s.counters.busy(task.cpu, "folio_unlock", s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now))
+    d: int = s.counters.busy(task.cpu, "folio_unlock",
+                             s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0])
     q = inode.locked[idx]
     if not q:
         del inode.locked[idx]
-        yield d
-        return
-    yield d
+        return d, None
+    return d, q
+
+
+def folio_wake_bit(task: Task, inode: ShmemInode, idx: int, q: deque[Task]) -> Generator[Any, Any, None]:
+    """``folio_wake_bit`` under the wait-queue spinlock: the first exclusive waiter of ``q`` gets the lock."""
+    s = inode.system
     lk = _wait_lock(s, inode, idx)
     yield lk.acquire(task)
     ns, ins = path("folio_wait_queue", s.machine.freq_ghz)
@@ -214,7 +231,8 @@ def folio_ref(task: Task, inode: ShmemInode, idx: int, func: str) -> int:
     """An atomic on the folio's refcount or mapcount (``folio_try_get``, ``folio_put``, the rmap
     counters): a locked RMW of its ``struct page`` line. Returns ns charged."""
     s = inode.system
-    ns: int = s.counters.busy(task.cpu, func, s.page_line(inode.key(idx)).rmw(task.cpu, s.engine.now))
+    # CacheLine.rmw and ShmemInode.key inline (several calls per file fault)
+    ns: int = s.counters.busy(task.cpu, func, s.page_line(("F", inode.ino, idx)).write(task.cpu, s.engine.now, True)[0])
     return ns
 
 
@@ -246,7 +264,10 @@ def shmem_fault(task: Task, inode: ShmemInode, idx: int, reuse_bytes: int = 0) -
                     zap_stats(s)["fault_struct_page_misses"] += 1
                     d += s.counters.busy(task.cpu, "filemap_get_entry [struct page]", miss)
             yield d + folio_ref(task, inode, idx, "filemap_get_entry")  # folio_try_get
-            yield from folio_lock(task, inode, idx)
+            ok, d = folio_trylock(task, inode, idx)  # folio_lock, its fast path here: no generator per fault
+            yield d
+            if not ok:
+                yield from folio_lock_wait(task, inode, idx)
             return node
         yield d
         node = yield from shmem_alloc_and_add_folio(task, inode, idx)
@@ -286,9 +307,7 @@ def shmem_alloc_and_add_folio(task: Task, inode: ShmemInode, idx: int) -> Genera
     yield s.counters.busy(cpu, "shmem_recalc_inode", ns, ins)
     inode.info_lock.release(task)
     yield from lru_anon.folio_add_lru(task, s, node, False)
-    from mmsim.mm.memory import clear_user_highpage
-
-    yield clear_user_highpage(task, s, node, inode.key(idx))  # clear_highpage; folio_mark_uptodate
+    yield _memory.clear_user_highpage(task, s, node, inode.key(idx))  # clear_highpage; folio_mark_uptodate
     return node
 
 
@@ -303,3 +322,7 @@ def file_update_time(task: Task, inode: ShmemInode) -> int:
     ns, ins = path("file_update_time", s.machine.freq_ghz)
     d: int = s.counters.busy(task.cpu, "file_update_time", ns, ins)
     return d
+
+
+# at the end (memory -> memory_file imports this module's names); bound once, not imported per fault
+from mmsim.mm import memory as _memory  # noqa: E402

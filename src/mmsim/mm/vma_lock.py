@@ -165,13 +165,11 @@ def vma_end_read(task: Task, vma: Any) -> int:
 def fault_under_vma_lock(task: Task, mm: Any, vma: Any, addr: int, write: bool) -> Generator[Any, Any, str | None]:
     """``do_user_addr_fault``'s per-VMA-lock attempt. Returns the fault kind when it finished under
     the VMA lock, or None when the fault is to be (re)done under mmap_lock (abort or retry)."""
-    from mmsim.mm.memory import __handle_mm_fault
-
     s = mm.system
     ok = yield from lock_vma_under_rcu(task, mm, vma)
     if not ok:
         return None
-    kind = yield from __handle_mm_fault(task, mm, vma, addr, write, True)
+    kind = yield from _memory.__handle_mm_fault(task, mm, vma, addr, write, True)
     # the bail-out (or the end of handle_mm_fault) drops the VMA lock
     d = vma_end_read(task, vma)
     if kind == RETRY:
@@ -181,3 +179,7 @@ def fault_under_vma_lock(task: Task, mm: Any, vma: Any, addr: int, write: bool) 
     s.counters.vm[task.cpu][VMA_LOCK_SUCCESS] += 1
     yield d
     return kind
+
+
+# at the end (memory -> memory_file imports RETRY from here); bound once, not imported per fault
+from mmsim.mm import memory as _memory  # noqa: E402

@@ -96,18 +96,22 @@ def struct_page_ns(s: Any, cpu: int, reuse_bytes: int) -> float:
     """The cost of reading a struct page line last touched ``reuse_bytes`` of this CPU's references ago:
     0 in the L2, the L3's latency in the L3, else the memory latency of the CPU's node."""
     m = s.machine
-    try:
-        l2 = m.cache("L2").size_kib * 1024
-    except KeyError:
-        l2 = 0
-    if reuse_bytes < l2:
+    lv: tuple[int, int, float] | None = getattr(s, "struct_page_levels", None)
+    if lv is None:  # the machine's L2 size, L3 size (-1: none) and L3 latency, looked up once per run
+        try:
+            l2 = m.cache("L2").size_kib * 1024
+        except KeyError:
+            l2 = 0
+        try:
+            l3 = m.cache("L3")
+            lv = (l2, l3.size_kib * 1024, float(l3.latency_ns))
+        except KeyError:
+            lv = (l2, -1, 0.0)
+        s.struct_page_levels = lv
+    if reuse_bytes < lv[0]:
         return 0.0
-    try:
-        l3 = m.cache("L3")
-    except KeyError:
-        return float(m.mem_latency_ns(cpu, m.cpu_node(cpu)))
-    if reuse_bytes < l3.size_kib * 1024:
-        return float(l3.latency_ns)
+    if reuse_bytes < lv[1]:
+        return lv[2]
     return float(m.mem_latency_ns(cpu, m.cpu_node(cpu)))
 
 

@@ -307,6 +307,7 @@ class _FileFault:
         st = s.workload_state
         inode = shmem_file_setup(s, t.cpu, p["memsize"])
         store_ns = int(s.machine.cache("L3").latency_ns)  # c[i] = 0 on a page the fault just mapped
+        user_fn = f"{self.name.split('/')[1]} [user]"  # the user loop's profile line (built once, not per page)
         ff = s.fast_forward
         node = s.machine.cpu_node(t.cpu)
         npages = p["memsize"] // PAGE
@@ -336,7 +337,7 @@ class _FileFault:
                 if not bits(addr >> 21)[(addr >> 12) & 511]:
                     yield from memory.handle_mm_fault(t, mm, vma, addr, pre_ns=pending)
                     pending = 0
-                pending += s.counters.busy(t.cpu, f"{self.name.split('/')[1]} [user]", store_ns)
+                pending += s.counters.busy(t.cpu, user_fn, store_ns)
                 if counted:
                     st["ops"][i] += 1
                 addr += PAGE
