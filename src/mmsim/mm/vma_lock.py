@@ -115,20 +115,18 @@ def vmf_anon_prepare(task: Task, mm: Any, vma: Any, vma_locked: bool) -> Generat
     ``vma_end_read`` and the retry are in :func:`fault_under_vma_lock`), ``trylock`` takes
     :func:`mmap_read_trylock`, prepares and ``mmap_read_unlock``s, or returns False if the trylock failed.
     Returns True when the fault may go on."""
-    from mmsim.mm.memory import anon_vma_prepare
-
     if vma.anon_vma:
         return True
     s = mm.system
     if not vma_locked:
-        yield anon_vma_prepare(task, s, vma)
+        yield _memory.anon_vma_prepare(task, s, vma)
         return True
     if s.policy("vma_lock_anon_vma") != "trylock":
         return False
     ok = yield from mmap_read_trylock(task, mm)
     if not ok:
         return False
-    yield anon_vma_prepare(task, s, vma) + mm.mmap_sem.up_read(task)
+    yield _memory.anon_vma_prepare(task, s, vma) + mm.mmap_sem.up_read(task)
     return True
 
 
