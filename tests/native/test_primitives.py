@@ -51,3 +51,31 @@ def test_suite_covers_the_eight_presets_and_every_row_is_within_tolerance() -> N
     pub = [r for r in rows if r["reference_kind"] == "published"]
     assert {r["machine"] for r in pub} == {"xeon-e5-2699v3-2s", "westmere-ex-4s", "cascadelake-optane-2s",
                                            "icelake-6338-2s", *ROBOT}
+
+
+@pytest.mark.parametrize(("flags", "variant"), [
+    ("fpu sse2 rep_good nopl erms fsrm", "erms"),  # ERMS wins over REP_GOOD (alternative_call_2's order)
+    ("fpu sse2 rep_good nopl", "rep"),  # this VM's flags: rep stosq
+    ("fpu sse2 nopl", "orig"),
+    ("", "orig"),
+])
+def test_the_clear_page_variant_is_the_kernels_choice(flags: str, variant: str) -> None:
+    from mmsim.native import microbench as mb
+
+    assert mb.kernel_clear_variant(f"processor\t: 0\nflags\t\t: {flags}\n") == variant
+
+
+@pytest.mark.parametrize("variant", ["erms", "rep", "orig"])
+def test_mb_clear_zeroes_every_page_and_times_each_pass(variant: str) -> None:
+    """mb clear: one sample per pass, each a positive CPU time per page; an unknown variant is refused."""
+    import subprocess
+
+    from mmsim.native import microbench as mb
+
+    exe = mb.helper()
+    if exe is None:
+        pytest.skip("no C compiler")
+    r = subprocess.run([str(exe), "clear", str(1 << 20), "3", variant], capture_output=True, text=True)
+    vals = [float(x) for x in r.stdout.split()]
+    assert r.returncode == 0 and len(vals) == 3 and min(vals) > 0
+    assert subprocess.run([str(exe), "clear", str(1 << 20), "3", "movnti"], capture_output=True).returncode == 2

@@ -5,6 +5,8 @@
  *   mb pmbench MAP SET SECONDS READPCT  pmbench's uniform pattern, one thread: accesses/s and mean timed ns
  *   mb xcopy CPU_A CPU_B SAMPLES ROUNDS ns per 64-byte line of a 64 KiB rep-movsb copy on CPU_B of lines
  *                                       CPU_A has just written (the AF_UNIX skb copy: copy_user_enhanced_fast_string)
+ *   mb clear BYTES SAMPLES VARIANT      CPU ns per 4 KiB page of the kernel's clear_page (VARIANT erms: rep stosb,
+ *                                       rep: rep stosq, orig: 8 movq per line) over a populated BYTES buffer
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -244,6 +246,49 @@ static int pmbench(size_t map, size_t set, double seconds, int readpct) {
     return 0;
 }
 
+
+/* arch/x86/lib/clear_page_64.S (v6.x): clear_page_erms = rep stosb of 4096 bytes; clear_page_rep = rep stosq
+ * of 512 quadwords; clear_page_orig = 8 movq of zero per 64-byte line (the kernel's loop is unrolled the same
+ * way). The kernel picks one with alternative_call_2 (asm/page_64.h) by X86_FEATURE_ERMS, then REP_GOOD. */
+static void clear_erms(void *p) { unsigned long c = 4096; __asm__ volatile("rep stosb" : "+D"(p), "+c"(c) : "a"(0) : "memory"); }
+static void clear_rep(void *p) { unsigned long c = 512; __asm__ volatile("rep stosq" : "+D"(p), "+c"(c) : "a"(0) : "memory"); }
+static void clear_orig(void *p) {
+    for (char *l = p, *e = l + 4096; l < e; l += 64)
+        __asm__ volatile("movq %1, 0(%0)\n\tmovq %1, 8(%0)\n\tmovq %1, 16(%0)\n\tmovq %1, 24(%0)\n\t"
+                         "movq %1, 32(%0)\n\tmovq %1, 40(%0)\n\tmovq %1, 48(%0)\n\tmovq %1, 56(%0)"
+                         : : "r"(l), "r"(0L) : "memory");
+}
+
+static uint64_t cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One sample = one pass of page clears over the whole populated buffer, in this thread's CPU time (time
+ * preempted does not count), as ns per 4 KiB page. THP is refused (MADV_NOHUGEPAGE): 4 KiB pages, like the
+ * kernel's per-subpage clears, and no huge-page zeroing on the first touch. */
+static int clear(size_t bytes, const char *variant) {
+    void (*fn)(void *) = !strcmp(variant, "erms") ? clear_erms : !strcmp(variant, "rep") ? clear_rep
+                       : !strcmp(variant, "orig") ? clear_orig : NULL;
+    if (fn == NULL || bytes < 4096) return 2;
+    bytes &= ~(size_t)4095;
+    char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return 4;
+    madvise(buf, bytes, MADV_NOHUGEPAGE);
+    memset(buf, 1, bytes);  /* populate: every page present before the first timed pass */
+    for (long s = 0; s < samples; s++) {
+        uint64_t t0 = cpu_ns();
+        for (size_t o = 0; o < bytes; o += 4096) fn(buf + o);
+        out[s] = (double)(cpu_ns() - t0) / (double)(bytes / 4096);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < bytes / 8 && samples > 0; i++)  /* every byte cleared, or the pass did not count */
+        if (((uint64_t *)buf)[i]) { rc = 5; break; }
+    munmap(buf, bytes);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) { fprintf(stderr, "usage: mb c2c|futex A B SAMPLES ROUNDS | chase BYTES SAMPLES LOADS\n"); return 2; }
     int rc;
@@ -251,7 +296,11 @@ int main(int argc, char **argv) {
         if (argc < 6) return 2;
         return pmbench((size_t)atoll(argv[2]), (size_t)atoll(argv[3]), atof(argv[4]), atoi(argv[5]));
     }
-    if (!strcmp(argv[1], "chase")) {
+    if (!strcmp(argv[1], "clear")) {
+        samples = atol(argv[3]);
+        out = calloc(samples, sizeof *out);
+        rc = clear((size_t)atoll(argv[2]), argv[4]);
+    } else if (!strcmp(argv[1], "chase")) {
         samples = atol(argv[3]);
         out = calloc(samples, sizeof *out);
         rc = chase((size_t)atoll(argv[2]), atol(argv[4]));

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -171,6 +172,7 @@ class Stat:
     p25: float
     p75: float
     samples: int
+    fastest: float = 0.0  # the smallest sample
 
     @property
     def spread(self) -> float:
@@ -195,7 +197,7 @@ class Stat:
 def stat(values: list[float]) -> Stat:
     a = np.asarray(values, dtype=float)
     p10, p25, med, p75 = np.percentile(a, [10, 25, 50, 75])
-    return Stat(float(med), float(p10), float(p25), float(p75), len(values))
+    return Stat(float(med), float(p10), float(p25), float(p75), len(values), float(a.min()))
 
 
 def helper() -> Path | None:
@@ -230,6 +232,31 @@ def xcopy_line_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200) 
     """ns per 64-byte line of a 64 KiB ``rep movsb`` copy on ``cpu_b`` of lines ``cpu_a`` has just written
     (the AF_UNIX reader's ``copy_user_enhanced_fast_string`` of the writer's skb), per sample of ``rounds``."""
     return _run(["xcopy", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
+
+
+def kernel_clear_variant(cpuinfo: str | None = None) -> str:
+    """The ``clear_page`` the host kernel patches in (``arch/x86/include/asm/page_64.h``, ``clear_page()``'s
+    ``alternative_call_2``: ERMS over REP_GOOD over the plain loop) from ``/proc/cpuinfo``'s flags:
+    ``erms`` (``rep stosb``), ``rep`` (``rep stosq``) or ``orig`` (8 ``movq`` per line)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    m = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
+    flags = set(m.group(1).split()) if m else set()
+    return "erms" if "erms" in flags else "rep" if "rep_good" in flags else "orig"
+
+
+def clear_page_gbs(nbytes: int = 1 << 30, passes: int = 5) -> tuple[float, Stat, str] | None:
+    """One CPU running the host kernel's ``clear_page`` (:func:`kernel_clear_variant`) 4 KiB at a time over a
+    populated ``nbytes`` buffer (native/mb.c ``clear``): the fastest pass's GB/s, every pass's ns per page,
+    the variant; None without a C compiler."""
+    variant = kernel_clear_variant()
+    st = _run(["clear", str(nbytes), str(passes), variant], timeout=300.0)
+    if st is None or st.fastest <= 0:
+        return None
+    return 4096 / st.fastest, st, variant
 
 
 def futex_handoff_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200) -> Stat | None:

@@ -17,7 +17,11 @@ paths and set against a reference measurement of the same quantity:
 * ``bw.<one_core|all_cpus>``: a 1 GiB write stream through
   :class:`mmsim.machine.bandwidth.MemoryBandwidth` from one CPU, and its
   per-stream share with one stream per CPU, summed (host only: no published
-  per-preset stream figure was found).
+  per-preset stream figure was found). The stream's per-core limit is
+  ``core_clear_gbs``, the rate of the kernel's page clears, so the native
+  reference is the host kernel's own ``clear_page`` variant run 4 KiB at a
+  time over a populated 1 GiB (:func:`mmsim.native.microbench.clear_page_gbs`;
+  docs/validation.md, session 14).
 
 References: published measurements (``reference_kind`` "published"), or,
 where none was found, the preset's own labelled estimate ("estimate": the
@@ -43,6 +47,7 @@ from mmsim.progress import ProgressHook, Steps
 TOLERANCE_PCT = {"latency": 15.0, "c2c": 15.0, "bandwidth": 20.0}
 ROUNDS = 1000
 STREAM_BYTES = 1 << 30
+CLEAR_INSN = {"erms": "rep stosb", "rep": "rep stosq", "orig": "8 movq per line"}  # native/mb.c clear
 
 # Published references per preset: quantity -> (value, source). Quantities use the preset's
 # base clock where the source gives cycles.
@@ -226,9 +231,15 @@ def host_rows(label: str, m: Machine, log: Any = lambda s: None) -> list[dict[st
         if st is not None and st.usable:
             rows.append(row(label, f"c2c.{kind}", sim[f"c2c.{kind}"], st.median,
                             f"native CAS ping-pong CPU {ha} <-> {hb} (median of {st.samples})", "native"))
-    core = mb.bandwidth_gbs()
-    rows.append(row(label, "bw.one_core", simulated_bw_gbs(m, 1), core["write"],
-                    "native one-core streaming store (numpy fill), best of 3", "native"))
+    log("primitives: one CPU running the kernel's clear_page over 1 GiB")
+    fill = mb.bandwidth_gbs()["write"]
+    clear = mb.clear_page_gbs(STREAM_BYTES)
+    if clear is not None:
+        gbs, st, variant = clear
+        rows.append(row(label, "bw.one_core", simulated_bw_gbs(m, 1), gbs,
+                        f"native clear_page ({CLEAR_INSN[variant]}, the host kernel's variant) 4 KiB at a time over "
+                        f"a populated 1 GiB, one CPU, fastest of {st.samples} passes (median "
+                        f"{4096 / st.median:.2f} GB/s); numpy fill {fill:.2f} GB/s for comparison", "native"))
     return rows
 
 
