@@ -68,6 +68,9 @@ V312 = {
     "pcp_high_tuning": "off",
     "pcp_below_high": "off",
     "pcp_free_count": "off",
+    "pcp_free_high_threshold": "batch",  # c544a952ba61 (v6.15): batch + high_min / 2
+    "pcp_high_min": "auto",  # the host's /proc/zoneinfo values are set per host (validate native)
+    "pcp_high_max": "auto",
     # issue 22: mappings and THP alignment
     "thp_anon_align": "off",
     "dev_zero_align": "off",
@@ -123,7 +126,7 @@ def test_lock_behaviours_by_version() -> None:
     assert lk("c0d0381ade79") == lk("v5.4")
     assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
-                            "v6.6", "v6.7", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix",
+                            "v6.6", "v6.7", "v6.12", "v6.15", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix",
                             "d4148aeab412^", "d4148aeab412", "849d5cff4d48^", "849d5cff4d48"}  # issue 22
 
 

@@ -95,3 +95,34 @@ def test_below_high_stops_the_raise_and_lowers_high_on_free() -> None:
     p.high, p.count = 900, 700
     assert r.nr_pcp_high(p, z, 63, False) == 700  # max(count, high_min): drain nothing yet
     assert p.high == 900 - 63
+
+
+def _frees_until_free_high(r: PcpRules, p: Pcp) -> int:
+    """Order-3 frees (the first sets PCPF_PREV_FREE_HIGH_ORDER) until one triggers free_high; free_count
+    before it."""
+    while True:
+        before = p.free_count
+        _, fh = r.commit(p, ZONE, 3)
+        p.count += 8
+        if fh:
+            return before
+        assert p.free_count < 63 << 5 or before == p.free_count  # free_count stops at batch << 5
+
+
+def test_c544a952ba61_raises_the_free_high_threshold_by_half_high_min() -> None:
+    """free_unref_page_commit: free_high when free_count >= batch (6ccdcb6d3a74), or >= batch + high_min / 2
+    (c544a952ba61), checked before this free adds its 8 pages."""
+    assert resolve("v6.12").get("pcp_free_high_threshold") == "batch"
+    assert resolve("v6.15").get("pcp_free_high_threshold") == "batch+high_min/2"
+    old = PcpRules(resolve("v6.6", list(SERIES)).get)
+    new = PcpRules(resolve("v6.6", [*SERIES, "c544a952ba61"]).get)
+    assert _frees_until_free_high(old, _pcp(high=652, high_max=6520)) == 64  # 8 frees of 8: 64 >= 63
+    # high_min 652: 63 + 326 = 389; 48 frees reach 384, the 49th sees 392
+    assert _frees_until_free_high(new, _pcp(high=652, high_max=6520)) == 392
+    # high_min 5523 (this VM's Normal zone): 63 + 2761 = 2824 > 63 << 5 = 2016, where free_count stops growing
+    p = _pcp(high=5523, high_max=53248)
+    for _ in range(1000):
+        _, fh = new.commit(p, ZONE, 3)
+        p.count = min(p.count + 8, 5000)
+        assert not fh
+    assert p.free_count == 2016

@@ -199,6 +199,14 @@ POLICIES: dict[str, Policy] = {
                "pcp->high: 6 x batch, or zone_highsize from the low watermark (b92ca18e8ca5, v5.14); "
                "2xbatch: the debug setting of 52166607ecc9's measurements",
                "mm/page_alloc.c zone_highsize()"),
+        _num("pcp_high_min", "pcp->high_min: auto (zone_highsize() of the zone) or this many pages (the host's "
+             "/proc/zoneinfo value, which follows its boot-time watermarks)",
+             "mm/page_alloc.c zone_set_pageset_high_and_batch()", 1, INT_MAX, "pcp->high_min is an int",
+             special=("auto",)),
+        _num("pcp_high_max", "pcp->high_max: auto (zone_highsize() at MIN_PERCPU_PAGELIST_HIGH_FRACTION, or "
+             "high_min without auto-tuning) or this many pages (the host's /proc/zoneinfo value)",
+             "mm/page_alloc.c zone_set_pageset_high_and_batch()", 1, INT_MAX, "pcp->high_max is an int",
+             special=("auto",)),
         _num("percpu_pagelist_high_fraction",
              "sysctl vm.percpu_pagelist_high_fraction (74f44822097c, v5.14); 0 = from the low watermark",
              "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler()", 8, INT_MAX,
@@ -313,6 +321,10 @@ POLICIES: dict[str, Policy] = {
                "pcp->free_count (pages freed, halved per allocation) replaces free_factor for free_high "
                "and the drain size (6ccdcb6d3a74, v6.7)",
                "mm/page_alloc.c free_unref_page_commit(), nr_pcp_free()"),
+        Policy("pcp_free_high_threshold", ("batch", "batch+high_min/2"),
+               "pcp->free_count a high-order free needs to trigger free_high: batch (6ccdcb6d3a74, v6.7), or "
+               "batch + pcp->high_min / 2 (c544a952ba61, v6.15)",
+               "mm/page_alloc.c free_unref_page_commit() (v6.15: free_frozen_page_commit())"),
         # --- issue 22: mappings and THP alignment (mm/mmap.py) ---
         Policy("thp_anon_align", ("off", "pmd-if-large", "pmd-if-multiple"),
                "__get_unmapped_area of a hint-less anonymous mapping: top-down as it comes (off), aligned to "
@@ -483,6 +495,11 @@ PATCHES: dict[str, Patch] = {
               {"pcp_below_high": "on"}, "v6.7"),
         Patch("6ccdcb6d3a74", "mm, pcp: reduce detecting time of consecutive high order page freeing",
               {"pcp_free_count": "on", "pcp_free_factor": "off"}, "v6.7"),
+        # Nikhil Dhama, "mm: pcp: increase pcp->free_count threshold to trigger free_high" (store ids 13986680661:
+        # the final changelog, 20100711996: the code as merged); upstream c544a952ba61, in v6.15 (the robot's
+        # netperf report on it, store id 4812500590, names v6.15 vanilla as its base).
+        Patch("c544a952ba61", "mm: pcp: increase pcp->free_count threshold to trigger free_high",
+              {"pcp_free_high_threshold": "batch+high_min/2"}, "v6.15"),
         # --- issue 22: mappings and THP alignment ---
         # Merged for v6.8: a robot report names it 6.7.0-rc4-00061-gefa7df3e3bb5 (the mm tree on v6.7-rc4,
         # store id 25380681085). The top-down fix 85b9f46e8ea4 ("mm: thp_get_unmapped_area must honour
@@ -565,6 +582,9 @@ _V312 = {
     "pcp_high_tuning": "off",
     "pcp_below_high": "off",
     "pcp_free_count": "off",
+    "pcp_free_high_threshold": "batch",
+    "pcp_high_min": "auto",
+    "pcp_high_max": "auto",
     # --- issue 22: mappings and THP alignment ---
     "thp_anon_align": "off",
     "dev_zero_align": "off",
@@ -647,6 +667,8 @@ KERNELS: dict[str, Kernel] = {
         _release("v5.7", "v5.7"),
         _release("v6.6", "v6.6"),
         _release("v6.7", "v6.7"),
+        _release("v6.12", "v6.12"),
+        _release("v6.15", "v6.15"),  # the nearest to a v6.15+ host (validate's closest_kernel)
         *_hugetlb_rwsem_kernels(),
         *_mmap_align_kernels(),  # issue 22
     )

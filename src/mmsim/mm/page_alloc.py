@@ -216,6 +216,12 @@ class PageAllocator(BuddyLists):
                 # 90b41691b988: high_max = zone_highsize at MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)
                 z.high_max = zone_highsize(z.wmark_low, z.managed_pages, z.batch,
                                            len(m.node_cpus(z.node)) or m.ncpus, 8)
+            # the host's own sizes (validate's host policies: /proc/zoneinfo), where its watermarks are not ours
+            if pol("pcp_high_min") != "auto":
+                z.high = int(pol("pcp_high_min"))
+                z.high_max = max(z.high_max, z.high)
+            if pol("pcp_high_max") != "auto":
+                z.high_max = max(int(pol("pcp_high_max")), z.high)
         rule = pol("pcp_free_high_batch")
         cache_pages = pcp_data_cache_bytes(m, rule) >> PAGE_SHIFT if rule != "off" else 0
         mult = 4 if rule == "v1" else 3

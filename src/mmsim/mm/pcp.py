@@ -1,5 +1,5 @@
 """The per-CPU pageset (``struct per_cpu_pages``) and its sizing rules
-(mm/page_alloc.c), v5.13 … v6.7, each rule behind the policy of the patch
+(mm/page_alloc.c), v5.13 … v6.15, each rule behind the policy of the patch
 that introduced it:
 
 * ``free_factor`` (3b12e7e97938, v5.14): a drain frees ``batch <<
@@ -17,7 +17,9 @@ that introduced it:
   ``ZONE_BELOW_HIGH`` (57c0419c5f0e) stops the raise and lowers ``high``
   on free while the zone is under its high watermark.
 * ``free_count`` (6ccdcb6d3a74): pages freed since the last allocations
-  (halved per allocation) replace ``free_factor``.
+  (halved per allocation) replace ``free_factor``; free_high needs
+  ``free_count >= batch``, or ``batch + high_min / 2`` from c544a952ba61
+  (v6.15).
 
 The patch texts are quoted in docs/pcp-series.md with their store ids.
 ``decay_pcp_high`` (vmstat_update, every second) and ``ZONE_RECLAIM_ACTIVE``
@@ -70,6 +72,7 @@ class PcpRules:
         self.auto = self.tuning == "auto"
         self.below_high_on = pol("pcp_below_high") == "on"
         self.free_count_on = pol("pcp_free_count") == "on"
+        self.threshold_half_min = pol("pcp_free_high_threshold") == "batch+high_min/2"  # c544a952ba61
 
     # -- free side -------------------------------------------------------------------
     def commit(self, pcp: Pcp, z: Any, order: int) -> tuple[int, bool]:
@@ -81,7 +84,8 @@ class PcpRules:
         rule = self.free_high_rule
         if rule != "off":
             if 0 < order <= PAGE_ALLOC_COSTLY_ORDER:
-                free_high = pcp.free_count >= batch if self.free_count_on else pcp.free_factor > 0
+                free_high = pcp.free_count >= batch + (pcp.high_min >> 1 if self.threshold_half_min else 0) \
+                    if self.free_count_on else pcp.free_factor > 0
                 if rule == "consecutive":
                     free_high = free_high and bool(pcp.flags & PCPF_PREV_FREE_HIGH_ORDER)
                     pcp.flags |= PCPF_PREV_FREE_HIGH_ORDER

@@ -147,6 +147,26 @@ def pgtable_free(dmesg: str | None = None, release: str | None = None) -> tuple[
     return "page", "boot log unreadable: assumed bare metal"
 
 
+def pcp_sizes(zoneinfo: str | None = None) -> dict[str, int]:
+    """The per-CPU pageset sizes of the zone this host allocates from first (the highest zone with managed
+    pages: its zonelists start there), as policies ``pcp_batch``, ``pcp_high_min`` and ``pcp_high_max``
+    name them, from ``/proc/zoneinfo``'s first CPU of that zone; empty when unreadable or when the kernel
+    prints no ``high_min`` (before v6.7). The host's watermarks, and so ``high_min``, follow its boot-time
+    memory, which a ballooned VM no longer has."""
+    text = zoneinfo if zoneinfo is not None else (_read(PROC / "zoneinfo") or "")
+    best: dict[str, int] = {}
+    for block in re.split(r"^(?=Node \d+, zone)", text, flags=re.M):
+        managed = re.search(r"^\s+managed\s+(\d+)", block, re.M)
+        if not managed or int(managed.group(1)) == 0:
+            continue
+        cpu = re.search(r"cpu:\s*\d+\s*\n(.*?)(?=cpu:|\n\s*vm stats|\Z)", block, re.S)
+        vals = {k: int(v) for k, v in re.findall(r"^\s+(batch|high_min|high_max):\s+(\d+)", cpu.group(1), re.M)} \
+            if cpu else {}
+        if {"batch", "high_min", "high_max"} <= set(vals):  # later zones (higher) replace earlier ones
+            best = {"pcp_batch": vals["batch"], "pcp_high_min": vals["high_min"], "pcp_high_max": vals["high_max"]}
+    return best
+
+
 def perf_path() -> str | None:
     """The perf binary when present (whether it may count is checked when it runs)."""
     return shutil.which("perf")

@@ -151,12 +151,15 @@ class Side:
 
 @functools.lru_cache(maxsize=1)
 def _host_policies() -> tuple[tuple[str, str], ...]:
-    return (("pgtable_free", sysinfo.pgtable_free()[0]),)
+    pcp = tuple((k, str(v)) for k, v in sysinfo.pcp_sizes().items())
+    return (("pgtable_free", sysinfo.pgtable_free()[0]), *pcp)
 
 
 def host_policies() -> dict[str, str]:
     """Kernel behaviours the host's own kernel has that the catalogued kernel's defaults do not say: how it
-    frees page tables (:func:`mmsim.native.sysinfo.pgtable_free`; the boot log is read once)."""
+    frees page tables (:func:`mmsim.native.sysinfo.pgtable_free`; the boot log is read once) and its
+    per-CPU pageset sizes (:func:`mmsim.native.sysinfo.pcp_sizes`: ``/proc/zoneinfo``, read once;
+    docs/validation.md, session 14)."""
     return dict(_host_policies())
 
 
