@@ -54,4 +54,4 @@ def test_bash_completes_commands_and_names(tmp_path: Path) -> None:
     assert _bash_complete(tmp_path, ["mmsim", "run", "lock"]) == ["lockstress", "locktorture"]
     assert _bash_complete(tmp_path, ["mmsim", "run", "lockstress", "--machine", "sgi"]) == ["sgi-uv2000-512"]
     assert _bash_complete(tmp_path, ["mmsim", "run", "lockstress", "-k", "v6.6+362"]) == ["v6.6+362d37a106dd"]
-    assert _bash_complete(tmp_path, ["mmsim", "kernels", "diff", "v6."]) == ["v6.6", "v6.7"]
+    assert _bash_complete(tmp_path, ["mmsim", "kernels", "diff", "v6."]) == ["v6.6", "v6.7", "v6.12", "v6.15"]
