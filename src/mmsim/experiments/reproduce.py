@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,7 @@ def change_pct_ci95(a: float, ca: float | None, b: float, cb: float | None) -> f
     arms: relative errors in quadrature, to first order); None when neither arm has one."""
     if (ca is None and cb is None) or not a or not b:
         return None
-    return 100.0 * (b / a) * ((((ca or 0.0) / a) ** 2 + ((cb or 0.0) / b) ** 2) ** 0.5)
+    return 100.0 * (b / a) * math.hypot((ca or 0.0) / a, (cb or 0.0) / b)
 
 
 def _band_json(band: tuple[float, float] | None) -> list[float | None] | None:
