@@ -4,7 +4,8 @@ Usage:
   python benchmarks/reproduce_wall_rss.py [ID ...] [--workers N] [--json]
       the fast (default) mode of the named experiments (default: all), on a pool of N processes
   python benchmarks/reproduce_wall_rss.py [ID ...] --compare [--workers N] [--json]
-      also the --exact mode, and per banded check: exact, fast, difference (the +-2% constraint)
+      also the --exact mode, and per banded check: exact, fast, difference (the +-2% constraint);
+      --out FILE also writes the JSON
   python benchmarks/reproduce_wall_rss.py --thp-off [--bytes 512m] [--threads 72] [--compare] [--json]
       the 72-thread THP-off thp_memscale arm on xeon-e5-2699v3-2s (issue 20's ~9.0 M-fault case)
 
@@ -111,9 +112,13 @@ def main() -> None:
                 a, b = e["lock_wait_share"][k], f["lock_wait_share"].get(k, 0.0)
                 print(f"{'wait share ' + k:>40}: exact {a:.6g}  fast {b:.6g}  {_diff(a, b)}")
         return
-    skip = {"--workers"}
+    skip = {"--workers", "--out"}
     ids = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and sys.argv[i - 1] not in skip]
     runs = [_reproduce(ids, False, workers)] + ([_reproduce(ids, True, workers)] if compare else [])
+    out = _opt("--out")
+    if out:  # the same numbers as --json, kept beside the text
+        with open(out, "w") as f:
+            json.dump(runs, f)
     if as_json:
         print(json.dumps(runs))
         return

@@ -202,6 +202,7 @@ def test_anon_w_seq_mt_fast_agrees_with_exact() -> None:
 
 @pytest.mark.parametrize(("workload", "params", "overrides"), [
     ("will-it-scale/page_fault3", {"nr_task": "3", "memsize": "12m", "mode": "processes"}, {}),
+    ("will-it-scale/page_fault3", {"nr_task": "3", "memsize": "12m", "mode": "threads", "sample": "phases"}, {}),
     ("vm-scalability/anon-w-seq-mt", {"nr_task": "6", "size": "96m"}, {"thp": "never"}),
 ])
 def test_skips_keep_the_invariants(workload: str, params: dict[str, str], overrides: dict[str, str]) -> None:
