@@ -4,7 +4,8 @@ Usage:
   python benchmarks/reproduce_wall_rss.py [ID ...] [--workers N] [--json]
       the fast (default) mode of the named experiments (default: all), on a pool of N processes
   python benchmarks/reproduce_wall_rss.py [ID ...] --compare [--workers N] [--json]
-      also the --exact mode, and per banded check: exact, fast, difference (the +-2% constraint)
+      also the --exact mode, and per banded check: exact, fast, difference (the +-2% constraint);
+      --out FILE also writes the JSON
   python benchmarks/reproduce_wall_rss.py --thp-off [--bytes 512m] [--threads 72] [--compare] [--json]
       the 72-thread THP-off thp_memscale arm on xeon-e5-2699v3-2s (issue 20's ~9.0 M-fault case)
 
@@ -50,7 +51,10 @@ def _reproduce(ids: list[str], exact: bool, workers: int | None) -> dict[str, An
             "arm_seconds": round(sum(r.sim["wall_seconds"] for r in o.arms.values()), 2),
             "page_faults": sum(int(r.perf["page-faults"]) for r in o.arms.values()),
             "skipped_faults": sum(int(r.sim.get("ff_skipped_ops", 0)) for r in o.arms.values()),
-            "checks": {c.metric: (c.simulated, c.kind if c.band else "info") for c in o.checks},
+            "checks": {c.metric: (c.simulated, c.kind if c.band else "info", c.ci95) for c in o.checks},
+            "arms": {a: {"wall_seconds": r.sim["wall_seconds"], "events": int(r.sim["events"]),
+                         "page_faults": int(r.perf["page-faults"]),
+                         "skipped_faults": int(r.sim.get("ff_skipped_ops", 0))} for a, r in o.arms.items()},
         }
     return {"mode": "exact" if exact else "fast", "wall_seconds": round(wall, 2), "cpu_seconds": round(c1 - c0, 2),
             "max_rss_mib": round(rss, 1), "experiments": exps}
@@ -108,9 +112,13 @@ def main() -> None:
                 a, b = e["lock_wait_share"][k], f["lock_wait_share"].get(k, 0.0)
                 print(f"{'wait share ' + k:>40}: exact {a:.6g}  fast {b:.6g}  {_diff(a, b)}")
         return
-    skip = {"--workers"}
+    skip = {"--workers", "--out"}
     ids = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and sys.argv[i - 1] not in skip]
     runs = [_reproduce(ids, False, workers)] + ([_reproduce(ids, True, workers)] if compare else [])
+    out = _opt("--out")
+    if out:  # the same numbers as --json, kept beside the text
+        with open(out, "w") as f:
+            json.dump(runs, f)
     if as_json:
         print(json.dumps(runs))
         return
@@ -119,13 +127,20 @@ def main() -> None:
         for k, e in r["experiments"].items():
             print(f"  {k:>14}: arms {e['arm_seconds']} s, events {e['events']:,}, faults {e['page_faults']:,} "
                   f"(skipped {e['skipped_faults']:,}), in band: {e['ok']}")
+            for a, d in e["arms"].items():
+                print(f"  {'':>14}  arm {a}: {d['wall_seconds']:.1f} s, events {d['events']:,}, "
+                      f"faults {d['page_faults']:,} (skipped {d['skipped_faults']:,})")
     if compare:
         f, x = runs
-        print("agreement per check (fast vs exact):")
-        for k, e in x["experiments"].items():
-            for m, (v, kind) in e["checks"].items():
-                fv = f["experiments"][k]["checks"][m][0]
-                print(f"  {k:>14} {m:>32} [{kind}]: exact {v:.6g}  fast {fv:.6g}  {_diff(v, fv)}")
+        print("agreement per check (fast vs exact; banded and target checks, then the rest):")
+        for banded in (True, False):
+            for k, e in x["experiments"].items():
+                for m, (v, kind, _) in e["checks"].items():
+                    if (kind != "info") != banded:
+                        continue
+                    fv, _, ci = f["experiments"][k]["checks"][m]
+                    ci_s = f" (fast's 95% CI +-{ci:.4g}: {'in' if abs(fv - v) <= ci else 'OUT'})" if ci else ""
+                    print(f"  {k:>14} {m:>32} [{kind}]: exact {v:.6g}  fast {fv:.6g}  {_diff(v, fv)}{ci_s}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ before the runs.
 
 from __future__ import annotations
 
-from mmsim.experiments.reproduce import Check, Experiment, register
+from mmsim.experiments.reproduce import Check, Experiment, change_pct_ci95, register
 from mmsim.experiments.run import RunResult, RunSpec
 
 SKL = "skylake-8170-2s"
@@ -76,15 +76,20 @@ def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     pa, pb = res["parent/processes"], res["patched/processes"]
     ta, tb = a.metrics["will-it-scale.per_thread_ops"], b.metrics["will-it-scale.per_thread_ops"]
     qa, qb = pa.metrics["will-it-scale.per_process_ops"], pb.metrics["will-it-scale.per_process_ops"]
+    ci = {k: {arm: r.metrics.get(f"will-it-scale.{k}_ci95") for arm, r in res.items()}
+          for k in ("per_thread_ops", "per_process_ops")}
     checks = [
         Check("per_thread_ops_change_pct", 122.2, _change(ta, tb), (61.1, 244.4),
-              "page_fault3 threads, 16 tasks: 4ed4379881aa vs its parent 164b06f238b9"),
+              "page_fault3 threads, 16 tasks: 4ed4379881aa vs its parent 164b06f238b9",
+              ci95=change_pct_ci95(ta, ci["per_thread_ops"]["parent"], tb, ci["per_thread_ops"]["patched"])),
         Check("per_process_ops_change_pct", 7.8, _change(qa, qb), (3.9, 15.6),
-              "process mode, same report: an extra target, not deciding", kind="target"),
-        Check("per_thread_ops.parent", 206340, ta, None),
-        Check("per_thread_ops.patched", 458520, tb, None),
-        Check("per_process_ops.parent", None, qa, None),
-        Check("per_process_ops.patched", None, qb, None),
+              "process mode, same report: an extra target, not deciding", kind="target",
+              ci95=change_pct_ci95(qa, ci["per_process_ops"]["parent/processes"], qb,
+                                   ci["per_process_ops"]["patched/processes"])),
+        Check("per_thread_ops.parent", 206340, ta, None, ci95=ci["per_thread_ops"]["parent"]),
+        Check("per_thread_ops.patched", 458520, tb, None, ci95=ci["per_thread_ops"]["patched"]),
+        Check("per_process_ops.parent", None, qa, None, ci95=ci["per_process_ops"]["parent/processes"]),
+        Check("per_process_ops.patched", None, qb, None, ci95=ci["per_process_ops"]["patched/processes"]),
         Check("mmap_lock_wait_share.parent", None, a.lock_wait_share(MMAP_LOCK), None),
         Check("mmap_lock_wait_share.patched", None, b.lock_wait_share(MMAP_LOCK), None),
         Check("vma_lock_retry_per_fault.parent", None, _per_fault(a, "vma_lock_retry"), None),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ class Check:
     # "band": DESIGN.md's result band, decides the experiment's ok;
     # "target": an issue's extra target, verdict shown but not part of the band.
     kind: str = "band"
+    # fast mode's 95% half-width of ``simulated`` (mmsim.metrics.sampling), where its arms were sampled
+    ci95: float | None = None
 
     @property
     def ok(self) -> bool | None:
@@ -51,7 +54,16 @@ class Check:
             "ok": self.ok,
             "kind": self.kind if self.band else "info",
             "note": self.note,
+            **({"ci95": self.ci95} if self.ci95 is not None else {}),
         }
+
+
+def change_pct_ci95(a: float, ca: float | None, b: float, cb: float | None) -> float | None:
+    """The 95% half-width of ``100 (b / a - 1)`` from the half-widths of ``a`` and ``b`` (independent
+    arms: relative errors in quadrature, to first order); None when neither arm has one."""
+    if (ca is None and cb is None) or not a or not b:
+        return None
+    return 100.0 * (b / a) * math.hypot((ca or 0.0) / a, (cb or 0.0) / b)
 
 
 def _band_json(band: tuple[float, float] | None) -> list[float | None] | None:

@@ -51,8 +51,18 @@ from typing import Any
 from mmsim.metrics.counters import TASK_CLOCK, Counters, LockStat
 
 BATCHES = 8
-# Student-t 0.975 quantiles for BATCHES - 1 = 7 degrees of freedom (any table)
-T975_7 = 2.365
+# Student-t 0.975 quantiles for 1..30 degrees of freedom (any table); the normal 1.960 beyond
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    """The Student-t distribution's 0.975 quantile with ``df`` degrees of freedom."""
+    return _T975[df - 1] if df <= len(_T975) else 1.960
+
+
+T975_7 = t975(BATCHES - 1)
 
 WAIT, WINDOW, SKIPPING = range(3)
 
@@ -157,8 +167,10 @@ class FastForward:
         tail: int,
         min_thread_ops: int = 4,
         exact_vm: frozenset[int] = frozenset(),
+        same_ops: bool = False,
     ) -> None:
         self._now = now
+        self.same_ops = same_ops
         self.exact_vm = exact_vm
         self.counters = counters
         self.locks = locks
@@ -191,6 +203,7 @@ class FastForward:
         self.cycles = 0
         self.windows_discarded = 0
         self._var_ns2 = 0.0
+        self._skip_var: list[tuple[int, float]] = []  # (engine time of each skip, its variance in ns^2)
 
     def register(self, i: int, nops: int, cpu: int, start: int = 0) -> None:
         """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
@@ -275,12 +288,14 @@ class FastForward:
         if w <= 0 or total <= 0:
             return
         f = self.skip_ratio * w
+        # same_ops: every thread at the window's mean rate, so that their relative positions are kept
+        per = total / len(d)
         for j, dj in d.items():
             room = self.hi[j] - self.tail - self.pos[j]
-            f = min(f, room * w / dj)
+            f = min(f, room * w / (per if self.same_ops else dj))
         if f < w:  # not worth a skip (a thread is near its tail): go on in detail
             return
-        n = {j: round(dj * f / w) for j, dj in d.items()}
+        n = {j: round((per if self.same_ops else dj) * f / w) for j, dj in d.items()}
         skipped = sum(n.values())
         r = skipped / total
         assert self._snap is not None
@@ -298,6 +313,7 @@ class FastForward:
         var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
         h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
         self._var_ns2 += (h * fns) ** 2
+        self._skip_var.append((t1, (h * fns) ** 2))
         self.pending = {j: k for j, k in n.items() if k}
         if self.pending:
             self.state = SKIPPING
@@ -306,6 +322,10 @@ class FastForward:
     def ci95_ns(self) -> float:
         """95% half-width of the elapsed time's sampling error, in ns."""
         return math.sqrt(self._var_ns2)
+
+    def ci95_ns_since(self, t: int) -> float:
+        """The same half-width over the skips made at engine time ``t`` or later (a counted stretch)."""
+        return math.sqrt(sum(v for at, v in self._skip_var if at >= t))
 
     def report(self) -> dict[str, Any]:
         return {

@@ -480,6 +480,8 @@ for _n, _shared in (("page_fault2", False), ("page_fault3", True)):
                                 parse_int(0), "an integer >= 0"),
             "seconds": ParamInfo(2.0, "native only: and at least this long (0: loops only)", parse_seconds,
                                  "0..600 seconds"),
+            "sample": ParamInfo("auto", "simulation only (fast mode's sampling of threads on mmap_lock): "
+                                "ignored on the host", parse_choice("auto", "phases"), "auto, phases"),
         },
         body=_file_fault(_shared),
         footprint=_file_fault_footprint(_shared),

@@ -179,7 +179,7 @@ def outcome_table(o: Mapping[str, Any]) -> Table:
         row = [
             str(c.get("metric", "")),
             fmt_num(c.get("published")),
-            fmt_num(c.get("simulated")),
+            fmt_num(c.get("simulated")) + (f" ± {fmt_num(c['ci95'])}" if c.get("ci95") is not None else ""),
             fmt_band(c.get("band")),
             verdict(c.get("ok"), str(c.get("kind") or "band")),
         ]

@@ -204,15 +204,16 @@ class ThpMemscale:
         return {"thp_memscale.elapsed_seconds": system.elapsed_ns / 1e9}
 
 
-def fault_fast_forward(system: Any, nthreads: int) -> FastForward:
+def fault_fast_forward(system: Any, nthreads: int, same_ops: bool = False) -> FastForward:
     """The sampling controller of a run of ``nthreads`` threads each faulting through a steady region
     (thp_memscale, will-it-scale page_fault3, vm-scalability anon-w-seq-mt), with this module's window
     and skip settings. pgalloc is left out of the extrapolation: each workload's functional skip takes
-    the skipped faults' pages from the allocator, which counts them exactly."""
+    the skipped faults' pages from the allocator, which counts them exactly. ``same_ops``: every thread
+    skips the window's mean number of operations (:class:`FastForward`), keeping their phases."""
     return FastForward(
         lambda: system.engine.now, system.counters, system.locks.stats, nthreads,
         window_ops=max(FF_MIN_WINDOW, FF_WINDOW_PER_THREAD * nthreads), skip_ratio=FF_SKIP_RATIO,
-        warm=FF_WARM, tail=FF_TAIL, exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}),
+        warm=FF_WARM, tail=FF_TAIL, exact_vm=frozenset({int(VmEvent.PGALLOC_NORMAL)}), same_ops=same_ops,
     )
 
 

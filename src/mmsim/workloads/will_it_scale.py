@@ -17,12 +17,13 @@ runs ``loops`` rounds (will-it-scale runs for a fixed time instead).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
-from mmsim.metrics.sampling import sim_now
+from mmsim.metrics.sampling import sim_now, t975
 from mmsim.mm import memory
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.munmap import do_munmap
@@ -270,6 +271,10 @@ class _FileFault:
         "loops": ParamInfo(1, "counted mmap/write/munmap rounds per task", parse_int(1), "an integer >= 1"),
         "warmup": ParamInfo(1, "rounds per task before counting (the first populates the page cache)",
                             parse_int(0), "an integer >= 0"),
+        "sample": ParamInfo("auto", "fast mode for threads whose faults take mmap_lock (their rounds end in munmap "
+                            "convoys): auto = event by event; phases = sampled, every thread skipping the same "
+                            "faults (reported with a 95% CI; measured -3.9% against --exact at 128m)",
+                            parse_choice("auto", "phases"), "auto, phases"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
@@ -282,18 +287,23 @@ class _FileFault:
         system.page_alloc.track_owners = True
         cpus = list(range(n))
         shared = MmStruct(system, home_cpu=0) if p["mode"] == "threads" else None
-        system.workload_state = {"ops": [0] * n, "spans": [0] * n}
-        # Fast mode (mmsim.metrics.sampling) for page_fault3, except threads whose faults take the shared
-        # mm's mmap_lock (no VMA-lock shared faults, 4ed4379881aa): each round's munmap waits there for
-        # every faulting reader and stalls them behind it, so the rounds end in convoys whose order depends
-        # on the threads' phases, which a skip does not keep. Measured (docs/performance.md): per_thread_ops
-        # +3.4% fast vs exact (tiny, 4 threads), and the 16-thread arm of vma-lock-shared-fault spans
-        # 319-364 k across noise seeds in exact mode alone; the other arms agree within 0.2%.
+        system.workload_state = {"ops": [0] * n, "spans": [0] * n, "t0": [0] * n}
+        # Fast mode (mmsim.metrics.sampling) for page_fault3. Threads whose faults take the shared mm's
+        # mmap_lock (no VMA-lock shared faults, 4ed4379881aa) are not sampled unless asked (sample=phases):
+        # each round's munmap waits there for every faulting reader and stalls them behind it, so the rounds
+        # end in convoys whose order depends on where each thread is in its round, and the counted round's
+        # rate with them. Any change to the run redraws that order: exact runs over noise seeds spread by
+        # the tasks' own spread (+-5% at 95%, 8m), and a sampled run is such a draw (docs/performance.md,
+        # session 14: -0.5%, +4.0%, -3.9% against exact at 8m, 32m, 128m). With sample=phases the controller
+        # skips only while every thread is inside its fault loop (readers only: no mmap or munmap in
+        # flight) and skips the same number of faults for each thread (same_ops), keeping their relative
+        # positions; the reported CI includes the tasks' spread.
         convoys = p["mode"] == "threads" and system.policy("vma_lock_shared_fault") != "on"
-        if self.shared and not convoys and not system.exact and system.policy("numa_balancing") == "0":
+        if (self.shared and not system.exact and system.policy("numa_balancing") == "0"
+                and (not convoys or p["sample"] == "phases")):
             from mmsim.workloads.thp_memscale import fault_fast_forward
 
-            system.fast_forward = fault_fast_forward(system, n)
+            system.fast_forward = fault_fast_forward(system, n, same_ops=convoys)
         for i in cpus:
             mm = shared if shared is not None else MmStruct(system, home_cpu=i)
             t = Task(i, f"{self.name.split('/')[1]}/{i}", cpu=i, mm=mm)
@@ -315,6 +325,7 @@ class _FileFault:
         for r in range(p["warmup"] + p["loops"]):
             if r == p["warmup"]:
                 start = sim_now(s)
+                st["t0"][i] = s.engine.now
             counted = r >= p["warmup"]
             vma = yield from mm.do_mmap(t, p["memsize"], anon=False, shared=self.shared, file=inode)
             bits = mm.pgtables.pte_bitmap
@@ -352,7 +363,37 @@ class _FileFault:
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         from mmsim.mm.shmem import shmem_metrics
 
-        return {**PageFault1.metrics(self, system, p), **shmem_metrics(system)}  # type: ignore[arg-type]
+        base = PageFault1.metrics(self, system, p)  # type: ignore[arg-type]
+        return {**base, **self.sampling_ci(system, p), **shmem_metrics(system)}
+
+    @staticmethod
+    def sampling_ci(system: Any, p: dict[str, Any]) -> dict[str, float]:
+        """Fast mode's 95% half-widths of ``per_*_ops`` (ops/s); nothing in exact mode or when nothing was
+        skipped. ``_ci95_skips``: the skips' own error, what the sampling estimates: each task's counted span
+        is uncertain by the skips made in it (:meth:`FastForward.ci95_ns_since`); the tasks skip together,
+        so their errors are summed. ``_ci95``: that and, in quadrature, the spread of the tasks' rates
+        (Student t over their standard error of the mean). A skip moves the tasks' phases, which decide who
+        waits behind whom (munmap convoys, the lock's queue); a noise seed moves them too, and exact runs
+        over noise seeds spread as much as this term says (docs/performance.md, session 14). Where the
+        tasks' spread is systematic (where each CPU sits), it overstates the interval."""
+        ff = system.fast_forward
+        st = system.workload_state
+        if ff is None or not ff.skipped_ops:
+            return {}
+        runs = [(ops / (ns / 1e9), ns, t0) for ops, ns, t0 in zip(st["ops"], st["spans"], st["t0"], strict=True)
+                if ns]
+        if not runs:
+            return {}
+        n = len(runs)
+        skips = sum(rate * ff.ci95_ns_since(t0) / ns for rate, ns, t0 in runs) / n
+        spread = 0.0
+        if n > 1:
+            mean = sum(r for r, _, _ in runs) / n
+            sd = math.sqrt(sum((r - mean) ** 2 for r, _, _ in runs) / (n - 1))
+            spread = t975(n - 1) * sd / math.sqrt(n)
+        per = "per_thread_ops" if p["mode"] == "threads" else "per_process_ops"
+        return {f"will-it-scale.{per}_ci95": round(math.sqrt(skips**2 + spread**2), 2),
+                f"will-it-scale.{per}_ci95_skips": round(skips, 2)}
 
 
 def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: int, k: int, node: int) -> None:
