@@ -7,6 +7,7 @@ model; the line counts are in docs/sources-page-alloc.md (C.2, C.3).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -97,15 +98,18 @@ class Zone:
         self.pb_mt: dict[int, int] = {}  # pageblock index -> migratetype, if not MOVABLE
         # free_area line -> last CPU to take it << 1 | dirty (see BuddyLists._area_op)
         self.area_lines = [home << 1 | 1] * (FREE_AREA_LINES + 1)
-        # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines
-        self.page_owner: dict[int, int] = {}
+        # pfn -> last writer << 1 | dirty (1 until another CPU read the line): recent struct page lines.
+        # Oldest write first; at ``owner_cap`` the oldest goes. An OrderedDict, not a dict: a dict's first
+        # entry after many deletions from the front is found by scanning their dummies (CPython), which
+        # cost ~6 us per eviction at an LLC's worth of entries (session 15 profile).
+        self.page_owner: OrderedDict[int, int] = OrderedDict()
         # pfn -> (L2, LLC byte clock of the CPU that touched it last, at that access): where it still is
         self.page_at: dict[int, tuple[float, float]] = {}
         self.area_at: list[tuple[float, float] | None] = [None] * (FREE_AREA_LINES + 1)
         # free_area / vm_stat line -> the CPUs holding a valid copy since its last write, with their stamps
         self.area_sh: list[dict[int, tuple[float, float]]] = [{} for _ in range(FREE_AREA_LINES + 1)]
         # (head pfn << 4 | order) -> last writer of the block's tail struct pages (compound pages)
-        self.tail_owner: dict[int, int] = {}
+        self.tail_owner: OrderedDict[int, int] = OrderedDict()
         self.owner_cap = owner_cap
         self.wmark_min = self.wmark_low = self.wmark_high = 0
         self.batch = self.high = self.high_max = 1
@@ -147,6 +151,10 @@ class BuddyLists:
     _mem_ns: Callable[[int, int], float]
     _probs1: Callable[[float, float], tuple[float, float]]
     _stream: dict[int, int]
+    # A fast-forward skip's functional take (``PageAllocator.take_functional``): the byte clocks of the
+    # taking CPU at that moment, fixed for the whole take; while set, the line accounting keeps every
+    # line's state (owner, stamps, sharers) as a simulated take would and computes no cost.
+    _fn: tuple[float, float] | None = None
 
     def _end_section(self) -> None:
         """A zone->lock section ended: the streamer state of its struct page lines is dropped."""
@@ -164,8 +172,12 @@ class BuddyLists:
         po = z.page_owner
         at = z.page_at
         st = po.get(pfn, -1)
-        k2 = self._l2c[cpu]._clock
-        k3 = self._l3c[cpu].advance(self._engine.now)
+        fn = self._fn
+        if fn is None:
+            k2 = self._l2c[cpu]._clock
+            k3 = self._l3c[cpu].advance(self._engine.now)
+        else:
+            k2, k3 = fn
         if st < 0:
             if len(po) >= z.owner_cap:
                 old = next(iter(po))
@@ -173,7 +185,7 @@ class BuddyLists:
                 at.pop(old, None)
             po[pfn] = cpu << 1 | int(write)  # a read from memory leaves it clean here
             at[pfn] = (k2, k3)
-            return self._cold_ns(cpu, z.node, pfn)
+            return 0.0 if fn is not None else self._cold_ns(cpu, z.node, pfn)
         if st >> 1 == cpu:
             last = at.get(pfn)
             if write:
@@ -181,13 +193,17 @@ class BuddyLists:
                 po[pfn] = cpu << 1 | 1
             at[pfn] = (k2, k3)
             # a remembered line with no stamp (set by hand in tests) counts as just touched
-            return 0.0 if last is None else self._own_ns(cpu, z.node, pfn, k2 - last[0], k3 - last[1])
+            if last is None or fn is not None:
+                return 0.0
+            return self._own_ns(cpu, z.node, pfn, k2 - last[0], k3 - last[1])
         if write:
             del po[pfn]
             po[pfn] = cpu << 1 | 1
         elif st & 1:
             po[pfn] = st - 1
         at[pfn] = (k2, k3)
+        if fn is not None:
+            return 0.0
         row = self._xrows[st]
         if row is None:
             row = self._xrows[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]
@@ -274,9 +290,13 @@ class BuddyLists:
         xr = self._xrows
         self.zone_lines += len(lines)
         ns = 0.0
+        fn = self._fn
         if at is not None:
-            k2 = self._l2c[cpu]._clock
-            k3 = self._l3c[cpu].advance(self._engine.now)
+            if fn is None:
+                k2 = self._l2c[cpu]._clock
+                k3 = self._l3c[cpu].advance(self._engine.now)
+            else:
+                k2, k3 = fn
         for ln in lines:
             st = al[ln]
             if at is not None:
@@ -295,10 +315,12 @@ class BuddyLists:
             if st >> 1 == cpu or (held is not None and not write):
                 if write:
                     al[ln] = cpu << 1 | 1
-                if at is not None and last is not None:
+                if at is not None and last is not None and fn is None:
                     ns += self._own_ns(cpu, node, -1, k2 - last[0], k3 - last[1])
                 continue
             al[ln] = cpu << 1 | int(write)
+            if fn is not None:
+                continue
             row = xr[st]
             if row is None:
                 row = xr[st] = [self._xfer(st >> 1, d, modified=bool(st & 1)) for d in range(self._ncpus)]

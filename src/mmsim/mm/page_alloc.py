@@ -451,9 +451,19 @@ class PageAllocator(BuddyLists):
         that free + allocated pages still add up to the managed pages and the zone watermarks see
         the memory the skipped faults used. ``pgalloc`` is counted here, exactly, on ``cpu`` (the
         skip leaves it out of its extrapolation). Never-split MAX_ORDER blocks go in bulk; the rest one
-        ``__rmqueue`` at a time (its line state changes, its cost is dropped). ``pfns``, if given,
+        ``__rmqueue`` at a time (its line state changes as in a simulated take; no cost is computed:
+        ``BuddyLists._fn``). ``pfns``, if given,
         receives the first pfn of each block taken, in order."""
         saved = self._cs
+        self._fn = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
+        try:
+            self._take(node, order, count, cpu, pfns)
+        finally:
+            self._fn = None
+        self._cs = saved
+        self.counters.vm[cpu][PGALLOC] += count << order
+
+    def _take(self, node: int, order: int, count: int, cpu: int, pfns: list[int] | None) -> None:
         per = 1 << (MAX_ORDER - order)  # blocks of ``order`` in one MAX_ORDER block
         left = count
         while left > 0:
@@ -472,14 +482,16 @@ class PageAllocator(BuddyLists):
             if pfns is not None:
                 pfns.append(got[0])
             left -= 1
-        self._cs = saved
-        self.counters.vm[cpu][PGALLOC] += count << order
 
     def take_owned_functional(self, node: int, order: int, owner: Any, cpu: int = 0) -> None:
         """:meth:`take_functional` of one block, remembered under ``owner`` for :meth:`free_owned`
         (a skipped fault's PTE table, which the unmap frees like a simulated one's)."""
         saved = self._cs
-        got = self._rmqueue(self._pick(node, order), cpu, order, MIGRATE_MOVABLE)
+        self._fn = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
+        try:
+            got = self._rmqueue(self._pick(node, order), cpu, order, MIGRATE_MOVABLE)
+        finally:
+            self._fn = None
         self._cs = saved
         if got is None:
             raise MemoryError(f"node {node}: no free block of order {order} for a skipped fault")
