@@ -33,6 +33,9 @@ def native_cmd(
     warm: Annotated[
         bool, typer.Option("--warm", help="Touch and free the run's memory just before it (VM free page reporting).")
     ] = False,
+    perf: Annotated[bool, typer.Option(
+        "--perf/--no-perf", help="Count perf stat software events (default). Each fault then runs perf's hooks: "
+        "-8 to -10% on page_fault3 here; validate measures without.")] = True,
     restore: Annotated[bool, typer.Option(
         "--restore", help="Only undo what a killed native run left (sysctls, workers, temp dirs), and say what.")
     ] = False,
@@ -56,7 +59,8 @@ def native_cmd(
         return
     if workload is None:
         raise UserError("WORKLOAD", "", "a workload name (mmsim workloads), or --restore")
-    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm)
+    spec = NativeSpec(workload, parse_assignments("-p/--param", param), parse_assignments("--set", set_), warm,
+                      perf=perf)
     try:
         d: dict[str, Any] = run_native(spec)
     except Skip as e:

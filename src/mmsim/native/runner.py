@@ -6,7 +6,7 @@ checked before anything runs (workload, ``-p``, ``--set``, the memory cap
 over every parameter that reserves host memory). The run's changes are
 recorded in a journal before they are made. The workload then runs in a
 worker process (:mod:`mmsim.native.worker`) in its own process group, under
-``perf stat`` software events when perf can count, and dies with this
+``perf stat`` software events when perf can count and ``spec.perf`` asks for them, and dies with this
 process; the hugetlb pool is grown for the run and restored after it. The result has the shape of ``mmsim run``'s
 (:class:`~mmsim.experiments.run.RunResult`) with ``mode = "native"``, plus
 ``rusage``, ``host`` (the THP/hugetlb settings in force) and ``notes``.
@@ -40,6 +40,11 @@ class NativeSpec:
     params: dict[str, str] = field(default_factory=dict)
     policies: dict[str, str] = field(default_factory=dict)
     warm: bool = False  # touch and free the footprint just before the run (see worker.warm)
+    # Count perf stat's software events. They are not free: with page-faults and minor-faults counted, every
+    # fault runs the perf software-event hooks (___perf_sw_event in do_user_addr_fault). Measured 2026-12-03 on
+    # this host, page_fault3 processes x 2, best round, four runs each: 810-858 k ops/s under perf stat,
+    # 903-931 k without (-8 to -10%). validate's references are measured without it (docs/native.md).
+    perf: bool = True
 
 
 def check_policies(policies: dict[str, str]) -> str | None:
@@ -139,10 +144,10 @@ def run_native(spec: NativeSpec, log: Callable[[str], None] = _stderr) -> dict[s
                 if "nr_overcommit_hugepages" in params else safety.HugetlbPool(pages, journal=jr))
             with guard:
                 host = _host_settings()  # the pool as the run sees it, before it is restored
-                out, perf = _run_worker(job, jr)
+                out, perf = _run_worker(job, jr, spec.perf)
         else:
             host = _host_settings()
-            out, perf = _run_worker(job, jr)
+            out, perf = _run_worker(job, jr, spec.perf)
     wall = out["wall_seconds"]
     # perf counts the whole worker process tree, interpreter start-up included; so does its elapsed time
     perf = {**perf, "seconds-time-elapsed": out["process_seconds"]} if perf else {}
@@ -161,8 +166,9 @@ def run_native(spec: NativeSpec, log: Callable[[str], None] = _stderr) -> dict[s
     return d
 
 
-def _run_worker(job: dict[str, Any], jr: journal.Journal) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run the worker (under perf stat when it works); its process group is always killed and reaped.
+def _run_worker(job: dict[str, Any], jr: journal.Journal,
+                want_perf: bool = True) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the worker (under perf stat when it works and ``want_perf``); its process group is always killed and reaped.
 
     The worker (or perf, its parent) gets PR_SET_PDEATHSIG and the read end of
     a pipe whose only write end this process holds: when this process dies,
@@ -174,7 +180,7 @@ def _run_worker(job: dict[str, Any], jr: journal.Journal) -> tuple[dict[str, Any
         out_path, perf_path = tmp / "out.json", tmp / "perf.csv"
         watch_r, watch_w = os.pipe()
         cmd = [sys.executable, "-m", "mmsim.native.worker", json.dumps(job), str(out_path), str(watch_r)]
-        use_perf = perf_works()
+        use_perf = want_perf and perf_works()
         if use_perf:
             exe = sysinfo.perf_path() or "perf"
             cmd = [exe, "stat", "-x,", "-o", str(perf_path), "-e", ",".join(PERF_EVENTS), "--", *cmd]

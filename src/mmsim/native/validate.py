@@ -190,7 +190,8 @@ def cpu_share(d: dict[str, Any], tasks: int) -> float:
 
 
 def _native(c: Case, repeats: int) -> Side:
-    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True)
+    # no perf stat: its software-event hooks run in every fault, and the model has no perf (NativeSpec.perf)
+    spec = NativeSpec(c.workload, {**c.params, **c.native_params}, {"thp": c.thp}, warm=True, perf=False)
     runs: list[dict[str, Any]] = []
     tasks = int(c.params.get("nr_task", 0)) or 2 * int(c.params.get("pairs", 1))
     note = ""
