@@ -318,3 +318,36 @@ def test_a_shared_zone_line_is_read_again_from_the_readers_own_cache(tiny: Machi
     assert pa._area_op(z, 5, ln, True) == 200  # a write: from the forwarder CPU 2, every copy invalidated
     assert set(z.area_sh[VM_STAT_LINE]) == {5}
     assert pa._area_op(z, 1, ln, False) == 10  # CPU 1's copy is gone: from CPU 5, its SMT sibling
+
+
+def _legacy_take(pa: PageAllocator, order: int, count: int, cpu: int) -> list[int]:
+    """Blocks taken one ``__rmqueue`` at a time with every line's cost computed (and dropped), as
+    ``take_functional`` did before session 15."""
+    saved, got = pa._cs, []
+    for _ in range(count):
+        r = pa._rmqueue(pa._pick(0, order), cpu, order, MIGRATE_MOVABLE)
+        assert r is not None
+        got.append(r[0])
+    pa._cs = saved
+    return got
+
+
+def test_functional_take_leaves_the_line_state_a_simulated_take_leaves(tiny: Machine) -> None:
+    """A fast-forward skip's take (``take_functional``) computes no line cost, but every struct page and
+    free_area line ends with the owner, the byte-clock stamps and the sharers the same takes leave when
+    their cost is computed; the free lists and counters are the same too."""
+    a, b = (System(tiny, resolve("v6.6"), 0).page_alloc for _ in range(2))
+    for pa in (a, b):
+        _legacy_take(pa, 0, 70, 1)  # CPU 1 took some first: the lines are not all cold
+        _legacy_take(pa, 2, 5, 5)
+    pfns: list[int] = []
+    a.take_functional(0, 0, 300, cpu=2, pfns=pfns)
+    assert pfns == _legacy_take(b, 0, 300, 2)
+    za, zb = a.zones[0], b.zones[0]
+    assert list(za.page_owner.items()) == list(zb.page_owner.items())  # owners, in eviction order
+    assert za.page_at == zb.page_at
+    assert za.area_lines == zb.area_lines and za.area_at == zb.area_at and za.area_sh == zb.area_sh
+    assert [[list(fl) for fl in lists] for lists in za.free_area] == \
+        [[list(fl) for fl in lists] for lists in zb.free_area]
+    assert (za.free_pages, a.lines, a.zone_lines) == (zb.free_pages, b.lines, b.zone_lines)
+    assert a._fn is None and a._cs == b._cs
