@@ -98,10 +98,11 @@ def model_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def canonical(spec: RunSpec) -> dict[str, Any]:
+def canonical(spec: RunSpec, wall_limit: bool = True) -> dict[str, Any]:
     """A spec's inputs as the model sees them, validated: resolved params and policies, file contents hashed.
 
-    Raises :class:`UserError` for anything the user typed wrong, before any run.
+    Raises :class:`UserError` for anything the user typed wrong, before any run. ``wall_limit=False``: the
+    guard's CPU-time limit does not apply (``reproduce``'s own arms; events and memory are still checked).
     """
     import mmsim
     import mmsim.machine as _machine
@@ -115,7 +116,7 @@ def canonical(spec: RunSpec) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
-    guard.check(w.name, params, m, k.policies, spec.exact)  # before the store is opened or anything runs
+    guard.check(w.name, params, m, k.policies, spec.exact, wall_limit)  # before the store is opened or anything runs
     # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
     # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
     w.setup(System(m, k, spec.seed), dict(params))
