@@ -43,7 +43,8 @@ def _per_fault(r: RunResult, key: str) -> float:
 
 def _lock_line(r: RunResult, arm: str) -> str:
     mm = r.locks.get(MMAP_LOCK, {})
-    return (f"{arm}: mmap_lock wait {100 * r.lock_wait_share(MMAP_LOCK):.2f}% of CPU time "
+    return (f"{arm}: mmap_lock wait {100 * r.lock_wait_share(MMAP_LOCK):.2f}% of task-clock (sleeping waits "
+            f"included, so it can pass 100%) "
             f"({mm.get('acquisitions', 0):,} acquisitions, {mm.get('contentions', 0):,} contended, line wait "
             f"{mm.get('line_wait_ns', 0) / 1e6:.2f} ms), vm_lock wait {100 * r.lock_wait_share(VM_LOCK):.2f}%; "
             f"down_read_trylock+down_read+up_read {_sym_share(r, 'down_read_trylock', 'down_read', 'up_read'):.1f}% "

@@ -102,7 +102,8 @@ class RunResult:
         return frame([self.to_dict()])
 
     def lock_wait_share(self, name: str) -> float:
-        """Share of all CPU time spent waiting for lock class ``name``."""
+        """Time spent waiting for lock class ``name`` (spinning and sleeping) over the tasks' CPU time
+        (task-clock); sleeping waits are not CPU time, so the ratio can exceed 1."""
         total = self.perf["task-clock"] * 1e6
         st = self.locks.get(name)
         return (st["wait_ns_total"] / total) if st and total else 0.0
