@@ -47,6 +47,6 @@ def test_long_run_refused_unless_forced_or_exact() -> None:
     with guard.override("1e12", None, False):
         guard.check("thp_memscale", p, m, pol, exact=True)  # --exact: asked for on purpose
     # issue 20's 72-thread x 512m THP-off arm: ~9.0 M faults, not refused in fast mode. Measured 2026-12-03:
-    # 266 s of CPU (412 s before the functional take stopped costing its lines; 26-30 s in session 8, before
+    # 192 s of CPU (412 s before the functional take stopped costing its lines; 26-30 s in session 8, before
     # the struct page and zone lines): issue 20's 60 s target is not met (docs/performance.md, session 15)
     assert guard.estimate("thp_memscale", _thp_off("512m"), m, pol).wall < guard.DEFAULT_MAX_WALL

@@ -332,17 +332,25 @@ def _legacy_take(pa: PageAllocator, order: int, count: int, cpu: int) -> list[in
     return got
 
 
-def test_functional_take_leaves_the_line_state_a_simulated_take_leaves(tiny: Machine) -> None:
-    """A fast-forward skip's take (``take_functional``) computes no line cost, but every struct page and
-    free_area line ends with the owner, the byte-clock stamps and the sharers the same takes leave when
-    their cost is computed; the free lists and counters are the same too."""
+@pytest.mark.parametrize("count", [300, 1500, 5000])
+def test_functional_take_leaves_the_line_state_a_simulated_take_leaves(tiny: Machine, count: int) -> None:
+    """A fast-forward skip's take (``take_functional``, its loop ``_rmqueue_fn``) computes no line cost, but
+    every struct page and free_area line ends with the owner, the byte-clock stamps and the sharers the same
+    takes leave when their cost is computed; the free lists and counters are the same too. 300 pages: inside
+    one split block; 1,500: a bulk MAX_ORDER block, then singles; 5,000: several of each."""
     a, b = (System(tiny, resolve("v6.6"), 0).page_alloc for _ in range(2))
     for pa in (a, b):
         _legacy_take(pa, 0, 70, 1)  # CPU 1 took some first: the lines are not all cold
         _legacy_take(pa, 2, 5, 5)
     pfns: list[int] = []
-    a.take_functional(0, 0, 300, cpu=2, pfns=pfns)
-    assert pfns == _legacy_take(b, 0, 300, 2)
+    a.take_functional(0, 0, count, cpu=2, pfns=pfns)
+    want: list[int] = []
+    if count < 1 << MAX_ORDER:  # no bulk MAX_ORDER take: block by block with every cost computed
+        want = _legacy_take(b, 0, count, 2)
+    else:  # take_functional's own bulk takes, the rest one __rmqueue each (its loop _rmqueue_fn off)
+        b._rmqueue_fn = lambda *args: []
+        b.take_functional(0, 0, count, cpu=2, pfns=want)
+    assert len(pfns) == count and pfns == want
     za, zb = a.zones[0], b.zones[0]
     assert list(za.page_owner.items()) == list(zb.page_owner.items())  # owners, in eviction order
     assert za.page_at == zb.page_at
@@ -351,3 +359,4 @@ def test_functional_take_leaves_the_line_state_a_simulated_take_leaves(tiny: Mac
         [[list(fl) for fl in lists] for lists in zb.free_area]
     assert (za.free_pages, a.lines, a.zone_lines) == (zb.free_pages, b.lines, b.zone_lines)
     assert a._fn is None and a._cs == b._cs
+    assert len(za.page_owner) == za.owner_cap  # tiny's table holds 256 lines: every case evicts

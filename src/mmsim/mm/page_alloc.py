@@ -476,7 +476,22 @@ class PageAllocator(BuddyLists):
                 z.free_pages -= 1 << MAX_ORDER
                 left -= per
                 continue
-            got = self._rmqueue(z, cpu, order, MIGRATE_MOVABLE)
+            if left < per or z.pristine >= z.pristine_end:
+                # Block by block as __rmqueue_smallest takes them (pristine blocks never come back and
+                # ``left`` only falls, so no bulk take can come up), for as many blocks as _pick would keep
+                # choosing this zone with no side effect: above its low watermark, and above its high one
+                # while that check can still set below_high.
+                sz = 1 << order
+                thr = z.wmark_high if self.below_high_on and not z.below_high else z.wmark_low
+                room = z.free_pages - (sz - 1) - max(thr, z.wmark_low)
+                n = min(left, 1 + max(0, -(-room // sz) - 1)) if z.free_pages - (sz - 1) > z.wmark_low else 1
+                blocks = self._rmqueue_fn(z, cpu, order, MIGRATE_MOVABLE, n)
+                if blocks:
+                    if pfns is not None:
+                        pfns.extend(blocks)
+                    left -= len(blocks)
+                    continue
+            got = self._rmqueue(z, cpu, order, MIGRATE_MOVABLE)  # the migratetype fallback
             if got is None:
                 raise MemoryError(f"zone {z.node}: no free block of order {order} for a skipped fault")
             if pfns is not None:
