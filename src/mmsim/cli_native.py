@@ -110,12 +110,13 @@ def validate_cmd(
         "--repeats", min=1, help="Native runs per case (default 5; the fastest is the reference, the median is "
         "reported too).")] = None,
     suite: Annotated[
-        str, typer.Option("--suite", help="primitives (level 0: machine primitives), locks (level 1: lock "
+        list[str] | None, typer.Option("--suite", help="Repeatable or comma-separated: "
+                          "primitives (level 0: machine primitives), locks (level 1: lock "
                           "models vs native lock contention), paths (level 2: zone->lock sections vs "
                           "52166607ecc9's ftrace times, on their own presets), native (workloads on this host's "
                           "kernel), caches (the cache hierarchy: chase plateaus, the seed's perf counts, the Genoa "
-                          "counter-case; not part of all), or all.")
-    ] = "all",
+                          "counter-case; not part of all), or all (the default).")
+    ] = None,
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Progress on stderr: a rich bar with ETA per suite (default on a "
         "terminal; else one line per case).")] = None,
@@ -144,8 +145,13 @@ def validate_cmd(
     if not 0.05 <= seconds <= 3600:  # click's min= lets nan and inf through
         raise UserError("--seconds", seconds, "seconds from 0.05 to 3600")
     suites = {"primitives", "locks", "paths", "native", "caches", "all"}
-    if suite not in suites:
-        raise UserError("--suite", suite, ", ".join(sorted(suites)))
+    chosen = {x.strip() for v in (suite or ["all"]) for x in v.split(",")}
+    for x in sorted(chosen):
+        if x not in suites:
+            raise UserError("--suite", x, ", ".join(sorted(suites)))
+
+    def want(name: str) -> bool:
+        return name in chosen or ("all" in chosen and name != "caches")
     from mmsim.machine import get_machine
 
     get_machine(machine)  # a bad --machine fails before anything runs
@@ -155,28 +161,28 @@ def validate_cmd(
     lock_rows: list[dict[str, Any]] = []
     view = ProgressView("validate", progress)
     with view:
-        if suite in ("primitives", "all"):
+        if want("primitives"):
             from mmsim.native.primitives import validate_primitives
 
             _progress("suite primitives")
             rows += validate_primitives(machine, log=_progress, progress=view.hook)
-        if suite in ("native", "all"):
+        if want("native"):
             _progress("suite native")
             rows += validate(machine, size=size, seconds=seconds, repeats=repeats or NATIVE_REPEATS,
                              log=_progress, progress=view.hook, calibrate_each=calibrate_each)
-        if suite in ("locks", "all"):
+        if want("locks"):
             from mmsim.native.locks import validate_locks
 
             _progress("suite locks")
             lock_rows = validate_locks(machine, log=_progress, progress=view.hook)
         path_rows: list[dict[str, Any]] = []
-        if suite in ("paths", "all"):
+        if want("paths"):
             from mmsim.mm.validate_paths import validate_paths
 
             _progress("suite paths")
             path_rows = validate_paths(log=_progress)
         cache_rows: list[dict[str, Any]] = []
-        if suite == "caches":
+        if want("caches"):
             from mmsim.native.caches import validate_caches
 
             _progress("suite caches")

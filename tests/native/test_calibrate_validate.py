@@ -410,3 +410,31 @@ def test_validate_calibrates_again_before_each_case_on_a_calibration_file(
     assert calls == [] and r["calibrated_before_case"] is False and r["error_pct"] == -25.0
     (r, _) = val.validate("tiny")
     assert calls == [] and r["calibrated_before_case"] is False
+
+
+def test_validate_suite_is_repeatable_and_comma_separated(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--suite a,b and --suite a --suite b run both suites, once each; an unknown name exits 2 naming it."""
+    import mmsim.mm.validate_paths as vp
+    import mmsim.native.primitives as prim
+
+    ran: list[str] = []
+
+    def fake(name: str) -> Any:
+        def f(*a: Any, **k: Any) -> list[dict[str, Any]]:
+            ran.append(name)
+            return []
+        return f
+
+    monkeypatch.setattr(prim, "validate_primitives", fake("primitives"))
+    monkeypatch.setattr(vp, "validate_paths", fake("paths"))
+    for argv in (["--suite", "primitives,paths"], ["--suite", "paths", "--suite", "primitives"],
+                 ["--suite", "primitives, paths,primitives"]):
+        ran.clear()
+        assert main(["validate", *argv, "--machine", "tiny", "--json", "--no-progress"]) == 0
+        assert ran == ["primitives", "paths"]
+    capsys.readouterr()
+    ran.clear()
+    assert main(["validate", "--suite", "primitives,bogus", "--machine", "tiny", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert ran == [] and "--suite" in err and "bogus" in err and "caches" in err and err.count("\n") == 1
