@@ -45,18 +45,21 @@ def test_fast_agrees_with_exact_within_2_percent() -> None:
     el_e = exact.metrics["thp_memscale.elapsed_seconds"]
     el_f = fast.metrics["thp_memscale.elapsed_seconds"]
     assert _rel(el_e, el_f) < 0.02
-    # The reported 95% CI counts only the rate noise inside the windows; here the difference to exact is
-    # 1.24x its half-width (0.47% vs 0.37%), at full scale 1.7x (docs/performance.md): it understates the
-    # error. The bound records the measured understatement (fails if the CI narrows or the error grows).
+    # The reported 95% CI counts only the rate noise inside the windows; the difference to exact was 1.24x
+    # its half-width (0.47% vs 0.37%) until session 16, and is 1.99x since the rwsem's woken writer races
+    # for mmap_sem (0.36% vs 0.18%; docs/performance.md, session 16), at full scale 1.7x: it understates
+    # the error. The bound records the measured understatement (fails if the CI narrows or the error grows).
     ci = fast.sim["elapsed_ci95_seconds"]
-    assert 0 < ci and abs(el_f - el_e) <= 1.5 * ci
+    assert 0 < ci and abs(el_f - el_e) <= 2.5 * ci
     for k in ("task-clock", "cycles", "instructions", "cache-misses"):
         assert _rel(exact.perf[k], fast.perf[k]) < 0.02, k
     assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.02
     # zone->lock: ~1,000 PCP refills in the whole run (0.5% of CPU time), ~130 per window; its contention
-    # depends on the threads' refill phases, so the sampling error is large: measured 0.50% -> 0.31%.
-    # It is not a banded metric of any reproduce experiment; the limit records the measured error.
-    assert _rel(exact.lock_wait_share("&zone->lock"), fast.lock_wait_share("&zone->lock")) < 0.5
+    # depends on the threads' refill phases, so the sampling error is large: measured 0.50% -> 0.31% until
+    # session 16, 0.106% -> 0.201% (+90%) since the woken writer races for mmap_sem (the threads start their
+    # loops in another order). It is not a banded metric of any reproduce experiment; the limit records the
+    # measured error: fast mode does not sample this share.
+    assert _rel(exact.lock_wait_share("&zone->lock"), fast.lock_wait_share("&zone->lock")) < 1.0
 
 
 @pytest.mark.usefixtures("use_tiny_preset")
@@ -133,7 +136,10 @@ def test_page_fault3_threads_fast_agrees_with_exact() -> None:
                    params={"nr_task": "4", "memsize": "16m", "mode": "threads"})
     exact, fast = _both(spec)
     assert fast.sim["ff_skipped_ops"] > 0
-    assert fast.sim["events"] < 0.5 * exact.sim["events"]
+    # 0.14x the events until session 16; 0.54x since a woken munmap no longer holds mmap_lock through its
+    # wake-up (the rounds no longer run as a convoy, and fewer windows qualify: 26,847 ops skipped, 56,409
+    # before; docs/performance.md, session 16)
+    assert fast.sim["events"] < 0.6 * exact.sim["events"]
     k = "will-it-scale.per_thread_ops"
     assert _rel(exact.metrics[k], fast.metrics[k]) < 0.02
     assert k + "_ci95" not in exact.metrics

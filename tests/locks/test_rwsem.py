@@ -57,7 +57,7 @@ def test_readers_share(make_rig: Callable[[], Rig]) -> None:
     st = sem.stat
     assert (st.acquisitions, st.contentions, st.wait_ns_total) == (2, 0, 0)
     assert st.extra == {"read_acquisitions": 2, "read_contentions": 0, "sleeps": 0, "line_wait_ns": 0, "steals": 0,
-                        "handoffs": 0, "spin_timeouts": 0}
+                        "handoffs": 0, "spin_timeouts": 0, "wasted_wakeups": 0}
     assert (st.hold_ns_total, st.hold_ns_max) == (2000, 1000)  # 0..1000 and 50..1050
     assert _cs(r) == 0
     assert sem.line.transfers == 3
@@ -82,10 +82,11 @@ def test_writer_excludes_queued_writer_blocks_readers_and_fifo_wakeups(make_rig:
     # w1 up_write at 10000 (0 ← 5: 50): wakes the leading readers r1, r2 (not
     #   w2, not r3 behind it): granted at 10000, running at 10000 + 7000 = 17000.
     # r1, r2 out at 18000; r1 up_read: 0→1 50 (free 18050); r2 up_read waits
-    #   50, 1→3 200. Last reader out at 18000 → grant w2 (handoff xfer(3,2) = 50
-    #   for the stats: granted 18050), running at 18000 + 7000 = 25000.
-    # w2 out at 26000 → grant r3 at 26000, running at 33000, out at 34000,
-    #   up_read 2→5 200 → done at 34200.
+    #   50, 1→3 200 (free 18250). Last reader out at 18000 → w2, first in the queue, is
+    #   woken but granted nothing (rwsem_mark_wake: "other writers are able to steal it"):
+    #   running at 18000 + 7000 = 25000, its trylock 3→2 50 → in at 25050.
+    # w2 out at 26050; up_write on its own line (0) → grant r3 at 26050, running at
+    #   33050, out at 34050, up_read 2→5 200 → done at 34250.
     assert log == [
         ("w1", "in", 0),
         ("w1", "out", 10_000),
@@ -93,24 +94,24 @@ def test_writer_excludes_queued_writer_blocks_readers_and_fifo_wakeups(make_rig:
         ("r2", "in", 17_000),
         ("r1", "out", 18_000),
         ("r2", "out", 18_000),
-        ("w2", "in", 25_000),
-        ("w2", "out", 26_000),
-        ("r3", "in", 33_000),
-        ("r3", "out", 34_000),
+        ("w2", "in", 25_050),
+        ("w2", "out", 26_050),
+        ("r3", "in", 33_050),
+        ("r3", "out", 34_050),
     ]
-    assert r.engine.now == 34_200
+    assert r.engine.now == 34_250
     st = sem.stat
     assert (st.acquisitions, st.contentions) == (5, 4)
-    # Waits run from arrival to grant (the wake-up latency is not included):
-    # r1 10000-100, r2 10000-200, w2 18050-300, r3 26000-400.
-    assert st.wait_ns_total == 9900 + 9800 + 17_750 + 25_600
-    assert st.wait_ns_max == 25_600
-    # Holds run from grant to release: w1 10000, r1/r2 10000..18000, w2 18050..26000, r3 26000..34000.
-    assert st.hold_ns_total == 10_000 + 8000 + 8000 + 7950 + 8000
+    # Waits run from arrival to grant (a reader's wake-up latency is not included; the writer's
+    # retry is its grant): r1 10000-100, r2 10000-200, w2 25050-300, r3 26050-400.
+    assert st.wait_ns_total == 9900 + 9800 + 24_750 + 25_650
+    assert st.wait_ns_max == 25_650
+    # Holds run from grant to release: w1 10000, r1/r2 10000..18000, w2 25050..26050, r3 26050..34050.
+    assert st.hold_ns_total == 10_000 + 8000 + 8000 + 1000 + 8000
     assert st.hold_ns_max == 10_000
     # line_wait: w2 100 + r3 50 + r2's up_read 50.
     assert st.extra == {"read_acquisitions": 3, "read_contentions": 3, "sleeps": 4, "line_wait_ns": 200,
-                        "steals": 0, "handoffs": 0, "spin_timeouts": 0}
+                        "steals": 0, "handoffs": 0, "spin_timeouts": 0, "wasted_wakeups": 0}
     # One context switch per sleeper, on its own CPU.
     cs = [p[CONTEXT_SWITCHES] for p in r.counters.perf]
     assert cs == [0, 1, 1, 1, 0, 1, 0, 0]
@@ -142,8 +143,10 @@ def test_writer_sleeps_without_spin_on_owner(make_rig: Callable[[], Rig]) -> Non
     _spawn(r, sem, log, 1, "w1", 0, True, 10_000, 0)
     _spawn(r, sem, log, 2, "w2", 4, True, 1000, 100)
     r.engine.run()
-    # Same as above but w2 sleeps: woken at 10000, runs at 17000.
-    assert log[2:] == [("w2", "in", 17_000), ("w2", "out", 18_000)]
+    # Same as above but w2 sleeps: woken at 10000 (granted nothing), runs at 17000, its
+    # trylock 0→4 10 → in at 17010.
+    assert log[2:] == [("w2", "in", 17_010), ("w2", "out", 18_010)]
+    assert r.counters.prof_ns[4]["rwsem_down_write_slowpath"] == 10
     assert sem.stat.extra["sleeps"] == 1
     assert r.counters.perf[4][CONTEXT_SWITCHES] == 1 and _cs(r) == 1
     assert "rwsem_optimistic_spin" not in r.counters.prof_ns[4]

@@ -156,9 +156,9 @@ def test_writer_spins_on_readers_for_the_threshold_then_sleeps(make_rig: Callabl
     log, timeouts, cs, spin = go(5000)
     assert log[2] == ("w1", "in", 5050) and (timeouts, cs, spin) == (0, 0, 4950)
     # r1 holds 50 µs: w1 gives up at 100 + 10500 = 10600 (spun 10500), sleeps; woken at
-    # 50000 → runs at 57000.
+    # 50000 → runs at 57000, its trylock 0→1 50 → in at 57050.
     log, timeouts, cs, spin = go(50_000)
-    assert log[2] == ("w1", "in", 57_000) and (timeouts, cs, spin) == (1, 1, 10_500)
+    assert log[2] == ("w1", "in", 57_050) and (timeouts, cs, spin) == (1, 1, 10_500)
 
 
 def test_handoff_stops_spinners_starving_a_sleeper(make_rig: Callable[[], Rig]) -> None:
@@ -201,8 +201,10 @@ def test_mutex_osq_lets_every_spinner_spin(make_rig: Callable[[], Rig]) -> None:
 
     # OSQ: b in at 10000 + xfer(0,1) 50; b out 11050, c in at 11050 + xfer(1,2) 200.
     assert go(True) == ([("a", 0), ("b", 10_050), ("c", 11_250)], 0)
-    # One spinner: b spins, c sleeps; c woken at b's unlock (11050), runs at 18050.
-    assert go(False) == ([("a", 0), ("b", 10_050), ("c", 18_050)], 1)
+    # One spinner: b spins, c sleeps. a's unlock at 10000 wakes c (the first waiter) and b, spinning,
+    # takes the lock (in at 10050); c runs at 17000, b long done (11050), and its trylock 1→2 200
+    # takes the lock at 17200.
+    assert go(False) == ([("a", 0), ("b", 10_050), ("c", 17_200)], 1)
 
 
 def test_mutex_handoff_to_a_woken_waiter(make_rig: Callable[[], Rig]) -> None:
@@ -276,8 +278,49 @@ def test_wake_all_readers_past_a_queued_writer(make_rig: Callable[[], Rig]) -> N
         return [(n, t) for n, w, t in log if w == "in"], _cs(r)
 
     # until-writer: w1's up_write at 10000 wakes r1 only (runs 7 µs later, 17000); r1's
-    # up_read at 18000 wakes w2 (25000); w2's up_write at 26000 wakes r2 (33000).
-    assert go(False) == ([("w1", 0), ("r1", 17_000), ("w2", 25_000), ("r2", 33_000)], 3)
+    # up_read at 18000 wakes w2, granting nothing: it runs at 25000 and its trylock (1→2 200)
+    # takes the sem at 25200; w2's up_write at 26200 wakes r2 (33200).
+    assert go(False) == ([("w1", 0), ("r1", 17_000), ("w2", 25_200), ("r2", 33_200)], 3)
     # wake-all: w1's up_write wakes r1 and r2 (both in at 17000); the last up_read at 18000
-    # wakes w2 (25000).
-    assert go(True) == ([("w1", 0), ("r1", 17_000), ("r2", 17_000), ("w2", 25_000)], 3)
+    # (r2's, CPU 3) wakes w2: running at 25000, trylock 3→2 50 → in at 25050.
+    assert go(True) == ([("w1", 0), ("r1", 17_000), ("r2", 17_000), ("w2", 25_050)], 3)
+
+
+def test_a_woken_writer_races_for_the_sem(make_rig: Callable[[], Rig]) -> None:
+    """rwsem_mark_wake (every version): a release wakes the first waiter, a writer, and grants
+    nothing ("Until the task is actually later awoken later by the caller, other writers are able to
+    steal it"). w1 (CPU 0) takes the sem twice in a row; w2 (CPU 4, its SMT sibling: 10 ns) arrives
+    at 100 and sleeps (no spinning). w1's up_write at 10000 (4→0 10) wakes w2; w1 itself, back in
+    down_write at 10010, finds the sem free and takes it (a steal). w2 runs at 17000, its trylock
+    (0→4 10) finds w1 holding it: a wasted wake-up, asleep again, still first. w1's next up_write at
+    20010 wakes it again: running at 27010, in at 27020."""
+    r = make_rig()
+    sem = RwSem(r.ctx, "sem", policy=RwsemPolicy())
+    log: Log = []
+    _spawn(r, sem, log, 1, "w1", 0, True, 10_000, 0, loops=2)
+    _spawn(r, sem, log, 2, "w2", 4, True, 1000, 100)
+    r.engine.run()
+    assert [(n, t) for n, w, t in log if w == "in"] == [("w1", 0), ("w1", 10_010), ("w2", 27_020)]
+    x = sem.stat.extra
+    assert (x["steals"], x["wasted_wakeups"], x["sleeps"], _cs(r)) == (1, 1, 2, 2)
+    assert r.counters.prof_ns[4]["rwsem_down_write_slowpath"] == 20  # two trylocks, 10 ns each
+    # w2 waited from 100 until its second trylock took the sem
+    assert sem.stat.wait_ns_max == 27_020 - 100
+
+
+def test_handoff_ends_the_race_after_4ms(make_rig: Callable[[], Rig]) -> None:
+    """4f23dbc1e657 (v5.3): as above with 3 ms holds and three rounds of w1. Without the hand-off
+    w1 steals the sem at every release and w2 gets it last. With it, the release at 6,000,010 finds
+    w2 first and waiting since 100 (over RWSEM_WAIT_TIMEOUT): RWSEM_FLAG_HANDOFF stops w1's steal,
+    the sem is w2's from the release, and w1 sleeps behind it."""
+    def go(handoff: bool) -> tuple[list[str], int]:
+        r = make_rig()
+        sem = RwSem(r.ctx, "sem", policy=RwsemPolicy(handoff=handoff))
+        log: Log = []
+        _spawn(r, sem, log, 1, "w1", 0, True, 3_000_000, 0, loops=3)
+        _spawn(r, sem, log, 2, "w2", 4, True, 1000, 100)
+        r.engine.run()
+        return _ins(log), sem.stat.extra["handoffs"]
+
+    assert go(False) == (["w1", "w1", "w1", "w2"], 0)
+    assert go(True) == (["w1", "w1", "w2", "w1"], 1)

@@ -8,9 +8,13 @@ thread 0 shares CPU 0 with main and only runs once main sleeps in
 pthread_join. Main takes mmap_sem for stack i+1 in the same event in which
 it spawns thread i, so thread i's malloc lands *after* stack i+1 — except
 thread 1's, which is done (~9 µs after its wake-up) while main is still in
-copy_process for thread 2. Order, top down:
+copy_process for thread 2, and thread 2's: main's mmap of stack3 sleeps on
+mmap_sem, and while the release's wake-up of main is under way thread 2's
+malloc takes the free sem (v3.13 ``__rwsem_do_wake``: "do not grant it the
+lock yet as we want other writers to be able to steal it"; one steal).
+Order, top down:
 
-    stack0, stack1, stack2, malloc1, stack3, malloc2, malloc3, malloc0.
+    stack0, stack1, stack2, malloc1, malloc2, stack3, malloc3, malloc0.
 
 Faults of one malloc VMA [s, e): every page is written (the buffer
 [s+16, s+16+8e6) touches all 1954 pages). A 2 MiB-aligned range that lies
@@ -63,8 +67,8 @@ def test_vma_layout(tiny: Machine) -> None:
         ("stack", 2 * S, S),  # stack1
         ("stack", 3 * S, S),  # stack2
         ("malloc", 3 * S + M, M),  # malloc1
-        ("stack", 4 * S + M, S),  # stack3
-        ("malloc", 4 * S + 2 * M, M),  # malloc2
+        ("malloc", 3 * S + 2 * M, M),  # malloc2
+        ("stack", 4 * S + 2 * M, S),  # stack3
         ("malloc", 4 * S + 3 * M, M),  # malloc3
         ("malloc", 4 * S + 4 * M, M),  # malloc0
     ]
@@ -72,10 +76,10 @@ def test_vma_layout(tiny: Machine) -> None:
 
 def test_page_fault_counts(tiny: Machine) -> None:
     # In pages mod 512 (2 MiB): MMAP_BASE ≡ 511, S ≡ 1, M = 1954 ≡ 418. Start offsets:
-    # malloc1 511 - 3 - 418 = 90; malloc2 511 - 4 - 836 ≡ 183; malloc3 511 - 4 - 1254 ≡ 277;
-    # malloc0 511 - 4 - 1672 ≡ 371. With 1954 pages each:
+    # malloc1 511 - 3 - 418 = 90; malloc2 511 - 3 - 836 ≡ 184 (above stack3: test_vma_layout);
+    # malloc3 511 - 4 - 1254 ≡ 277; malloc0 511 - 4 - 1672 ≡ 371. With 1954 pages each:
     #   malloc1: 422 head pages, then 1532 pages = 2 full huge pages + 508 → 2 THP + 930 4K
-    #   malloc2: 329 head, 1625 = 3 huge + 89 → 3 THP + 418 4K; malloc3: 235 + 3 + 183 → 3 + 418;
+    #   malloc2: 328 head, 1626 = 3 huge + 90 → 3 THP + 418 4K; malloc3: 235 + 3 + 183 → 3 + 418;
     #   malloc0: 141 + 3 + 277 → 3 + 418.
     # Page faults = 2 + 930 + 3 × (3 + 418) = 2195; THP = 11.
     s = _simulate(tiny, "v3.13")

@@ -98,7 +98,7 @@ class MutexPolicy:
 
 
 class _Waiter:
-    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin", "rspin")
+    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin", "rspin", "pending")
 
     def __init__(self, task: Task, write: bool, since: int, spinning: bool) -> None:
         self.task = task
@@ -108,6 +108,7 @@ class _Waiter:
         self.woken = False  # a mutex waiter woken once that lost the lock (handoff)
         self.saw_nonspin = False  # non-spinnable bits seen at slowpath entry (5cfd92e12e13)
         self.rspin = 0  # reader phases this spinner has seen: only the latest one's threshold counts
+        self.pending = False  # a sleeping writer woken by a release, not yet running its retry
 
 
 class RwSem:
@@ -115,6 +116,7 @@ class RwSem:
     _f_read, _f_read_up = "down_read", "up_read"
     _f_write, _f_write_up = "down_write", "up_write"
     _f_spin = "rwsem_optimistic_spin"
+    _f_slow = "rwsem_down_write_slowpath"
 
     def __init__(
         self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
@@ -143,7 +145,7 @@ class RwSem:
         self._read_since: dict[int, int] = {}
         self._write_since = 0
         for k in ("read_acquisitions", "read_contentions", "sleeps", "line_wait_ns", "steals", "handoffs",
-                  "spin_timeouts"):
+                  "spin_timeouts", "wasted_wakeups"):
             st.extra.setdefault(k, 0)
 
     # -- helpers -------------------------------------------------------------
@@ -304,7 +306,7 @@ class RwSem:
                 self.osq.popleft()
                 self.stat.extra["steals"] += bool(self.waitq)
                 self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
-                self._after_steal()
+                self._wake_writer()  # the release woke the first waiter all the same: it will find it taken
                 return
             self.stat.extra["steals"] += bool(self.waitq)
             self._reader_spinners_in(rel_cpu)
@@ -317,9 +319,14 @@ class RwSem:
             return
         if q[0].write:
             if self.readers == 0:
-                w = q.popleft()
-                self.handoff = False
-                self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
+                if self.handoff and not q[0].pending:
+                    # RWSEM_FLAG_HANDOFF / MUTEX_FLAG_HANDOFF: nobody else may take it, so it is the first
+                    # waiter's from the release on
+                    w = q.popleft()
+                    self.handoff = False
+                    self._grant(w, int(xfer[rel_cpu][w.task.cpu]))
+                else:
+                    self._wake_writer()
             return
         self.handoff = False
         self._wake_readers()
@@ -327,8 +334,49 @@ class RwSem:
         if self.policy.reader_spin:
             self._reader_spinners_in(rel_cpu)
 
-    def _after_steal(self) -> None:
-        """Hook for the mutex's hand-off flag (a woken waiter lost the lock)."""
+    def _wake_writer(self) -> None:
+        """``rwsem_mark_wake`` / ``__mutex_unlock_slowpath`` with a sleeping writer first in the queue:
+        wake it, and grant nothing ("Until the task is actually later awoken later by the caller, other
+        writers are able to steal it"; docs/locks.md, session 16). When it runs it retries
+        (:meth:`_retry_write`). A writer already woken and on its way is not woken twice."""
+        q = self.waitq
+        if not q or not q[0].write or q[0].pending:
+            return
+        w = q[0]
+        w.pending = True
+        task = w.task
+        task.gen = self._retry_write(w, task.gen)
+        self.ctx.sched.wake_up(task)
+
+    def _retry_write(self, w: _Waiter, body: Any) -> Any:
+        """The woken writer, running again: ``rwsem_try_write_lock`` (``__mutex_trylock``), one atomic on
+        the count's line. It takes the lock if nobody holds it and no hand-off is set for another
+        waiter; else it sleeps again, still first in the queue. Then ``body`` (the task's own
+        generator, parked in ``down_write``) goes on."""
+        task = w.task
+        self._on_woken(w)
+        d = self._line_rmw(task)
+        yield self.ctx.counters.busy(task.cpu, self._f_slow, d)
+        task.gen = body
+        w.pending = False
+        if self.writer is None and self.readers == 0 and self.waitq and self.waitq[0] is w:
+            self.waitq.popleft()
+            self.handoff = False
+            now = self.ctx.engine.now
+            wait = now - w.since
+            self.stat.note_wait(wait)
+            self._wst.note_wait(wait)
+            self._take(task, True, now)
+            self.ctx.engine.wake(task, 0)
+        else:
+            self.stat.extra["wasted_wakeups"] += 1
+            self.stat.extra["sleeps"] += 1
+            self._check_handoff()
+            self.ctx.sched.sleep(task)
+        yield PARK
+
+    def _on_woken(self, w: _Waiter) -> None:
+        """Hook: what a woken writer sets before its retry (the mutex's hand-off flag)."""
 
     def _can_spin(self, write: bool) -> bool:
         if self.handoff:
@@ -392,8 +440,16 @@ class RwSem:
             cost = self._atomic(task, self._f_write)
             self._take(task, True, now + cost)
             return cost
-        self._line_rmw(task)
+        d = self._line_rmw(task)
         self._note_contention(task.cpu, True)
+        if self.writer is None and self.readers == 0 and not self.handoff:
+            # Free, with a woken writer on its way: rwsem_try_write_lock_unqueued (spinning, v3.16+) or the
+            # queued writer's own rwsem_try_write_lock (v3.x); __mutex_trylock for the mutex.
+            self.stat.extra["steals"] += bool(self.waitq)
+            self.stat.note_wait(d)
+            self._wst.note_wait(d)
+            self._take(task, True, now + d)
+            return self.ctx.counters.busy(task.cpu, self._f_write, d)
         if self._may_spin_write():
             return self._spin(task, True, now)
         return self._sleep(task, True, now)
@@ -433,6 +489,7 @@ class Mutex(RwSem):
     _kind = "mutex"
     _f_write, _f_write_up = "mutex_lock", "mutex_unlock"
     _f_spin = "mutex_spin_on_owner"
+    _f_slow = "__mutex_lock_slowpath"
 
     def __init__(
         self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
@@ -440,7 +497,6 @@ class Mutex(RwSem):
     ) -> None:
         super().__init__(ctx, name, home_cpu, spin_on_owner, line, RwsemPolicy(spin_on_owner=spin_on_owner))
         self.mpolicy = mpolicy if mpolicy is not None else MutexPolicy()
-        self.stat.extra.setdefault("wasted_wakeups", 0)
 
     def _may_spin_write(self) -> bool:
         if not self.policy.spin_on_owner or not self._owner_running():
@@ -453,11 +509,10 @@ class Mutex(RwSem):
         if self.mpolicy.handoff and self.waitq and self.waitq[0].woken:
             self.handoff = True
 
-    def _after_steal(self) -> None:
-        # __mutex_unlock_slowpath woke the first waiter; a spinner took the lock first.
-        if self.waitq and not self.waitq[0].woken:
-            self.waitq[0].woken = True
-            self.stat.extra["wasted_wakeups"] += 1
+    def _on_woken(self, w: _Waiter) -> None:
+        # v4.10 __mutex_lock_common: the first waiter, woken, sets MUTEX_FLAG_HANDOFF before its trylock;
+        # an unlock that finds the flag hands the lock over (_check_handoff, then the grant in _wake_next)
+        w.woken = True
 
     def lock(self, task: Task) -> Any:
         return self.down_write(task)
