@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +26,9 @@ from mmsim.engine.cpu import Scheduler
 from mmsim.locks.base import LockContext
 from mmsim.machine.model import CacheLevel, CostModel, Machine, MemoryType, NumaNode, Socket
 from mmsim.metrics.counters import Counters
+
+if TYPE_CHECKING:
+    from mmsim.experiments.reproduce import Outcome
 
 
 def build_tiny() -> Machine:
@@ -113,3 +117,18 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     p = tmp_path / "results.duckdb"
     monkeypatch.setenv("MMSIM_RESULTS", str(p))
     return p
+
+
+_OUTCOMES: dict[str, Outcome] = {}
+
+
+def reproduce_once(exp_id: str) -> Outcome:
+    """``reproduce([exp_id])`` at full published scale, computed once per test session: the slow tests of
+    tests/experiments and the README's ``mmsim reproduce ID`` lines (tests/docs/test_readme.py) share it,
+    so CI's slow step simulates each experiment once instead of twice (a run depends only on its spec and
+    seed). Only for full-scale callers: a test that patches the presets must call ``reproduce`` itself."""
+    if exp_id not in _OUTCOMES:
+        from mmsim.experiments.reproduce import reproduce
+
+        (_OUTCOMES[exp_id],) = reproduce([exp_id])
+    return _OUTCOMES[exp_id]

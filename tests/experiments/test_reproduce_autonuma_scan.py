@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmsim.experiments.reproduce import EXPERIMENTS, _load, reproduce
+from conftest import reproduce_once
+from mmsim.experiments.reproduce import EXPERIMENTS, _load
 from mmsim.kernels import resolve
 
 
@@ -31,7 +32,7 @@ def test_arms_differ_only_by_the_scan_check() -> None:
 
 @pytest.mark.slow
 def test_reproduce_autonuma_scan() -> None:
-    (o,) = reproduce(["autonuma-scan"])
+    o = reproduce_once("autonuma-scan")
     c = {x.metric: x for x in o.checks}
     # the mechanism: protnone-first reads exactly the skipped struct pages fewer
     a, b = o.arms["v5.4"].metrics, o.arms["v5.5"].metrics

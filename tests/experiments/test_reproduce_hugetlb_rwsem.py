@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import reproduce_once
 from mmsim.experiments import exp_hugetlb_rwsem as exp
-from mmsim.experiments.reproduce import EXPERIMENTS, _load, reproduce
+from mmsim.experiments.reproduce import EXPERIMENTS, _load
 from mmsim.experiments.run import RunSpec, run
 from mmsim.mm.hugetlb import I_MMAP_CLASS
 
@@ -36,7 +37,7 @@ def test_evaluation_on_tiny_arms_reports_reads_per_policy() -> None:
 
 @pytest.fixture(scope="module")
 def outcome():  # type: ignore[no-untyped-def]
-    (o,) = reproduce(["hugetlb-rwsem"])
+    o = reproduce_once("hugetlb-rwsem")
     return o
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmsim.experiments.reproduce import reproduce
+from conftest import reproduce_once
 
 # The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of base and p1
 # is 20 points under the published one, as in pcp-free-high (p3's came into its +-10 points with the zone
@@ -15,7 +15,7 @@ KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1"}
 
 @pytest.mark.slow
 def test_pcp_series_bands() -> None:
-    (o,) = reproduce(["pcp-series"])
+    o = reproduce_once("pcp-series")
     c = {ch.metric: ch for ch in o.checks}
     banded = [ch for ch in o.checks if ch.band is not None]
     assert len(banded) == 5 + 6 + 5 + 1

@@ -6,12 +6,13 @@ import functools
 
 import pytest
 
-from mmsim.experiments.reproduce import Outcome, reproduce
+from conftest import reproduce_once
+from mmsim.experiments.reproduce import Outcome
 
 
 @functools.cache
 def _outcome() -> Outcome:
-    (o,) = reproduce(["split-pmd-ptl"])
+    o = reproduce_once("split-pmd-ptl")
     return o
 
 

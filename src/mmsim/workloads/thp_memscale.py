@@ -177,7 +177,9 @@ class ThpMemscale:
                     ff.leave(t.tid)
             slot = addr >> 21
             state = pt.pmd.get(slot)
-            if state != PMD_HUGE and not (state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]):
+            # a PTE table another thread has just linked may have no PTE array yet (pte_bitmap makes it)
+            ptb = pt.ptes.get(slot) if state == PMD_TABLE else None
+            if state != PMD_HUGE and not (ptb is not None and ptb[(addr >> 12) & 511]):
                 yield from memory.handle_mm_fault(t, t.mm, vma, max(addr, start), pre_ns=pending)
                 pending = 0
             if pt.pmd.get(slot) == PMD_HUGE:

@@ -350,7 +350,7 @@ class UsememCase:
             huge = state == PMD_HUGE
             if huge:
                 mapped = not write or not (slot in pt.wp_huge or slot in pt.zero_huge)
-            elif state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]:
+            elif state == PMD_TABLE and (ptb := pt.ptes.get(slot)) is not None and ptb[(addr >> 12) & 511]:
                 pfn = addr >> 12
                 mapped = not write or not (pfn in pt.zero_ptes or pfn in pt.wp_ptes)
             else:

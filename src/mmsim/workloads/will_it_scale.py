@@ -88,7 +88,9 @@ class PageFault1:
             for addr in range(vma.start, vma.end, PAGE):
                 slot = addr >> 21
                 state = pt.pmd.get(slot)
-                if state != PMD_HUGE and not (state == PMD_TABLE and pt.ptes[slot][(addr >> 12) & 511]):
+                # a PTE table another thread has just linked may have no PTE array yet (pte_bitmap makes it)
+                ptb = pt.ptes.get(slot) if state == PMD_TABLE else None
+                if state != PMD_HUGE and not (ptb is not None and ptb[(addr >> 12) & 511]):
                     yield from memory.handle_mm_fault(t, mm, vma, addr, pre_ns=pending)
                     pending = 0
                 pending += s.counters.busy(t.cpu, "page_fault1 [user]", store_ns)
