@@ -41,8 +41,8 @@ def test_split_pmd_ptl_pmd_lock_accounting() -> None:
     assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] == b.locks["mm->nr_ptes"]["acquisitions"]
     assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] >= b.vmstat["thp_fault_alloc"]
     assert 0 < b.locks["&mm->page_table_lock"]["acquisitions"] < 1024  # __pmd_alloc: ~1 per 1 GiB, 512 threads
-    assert a.locks["&mm->page_table_lock"]["acquisitions"] >= a.locks["mm->nr_ptes"]["acquisitions"]
-    assert a.locks["mm->nr_ptes"]["acquisitions"] >= a.vmstat["thp_fault_alloc"]
+    # v3.12: THP faults, __pte_alloc and __pmd_alloc all on the one lock (nr_ptes a plain counter under it)
+    assert a.locks["&mm->page_table_lock"]["acquisitions"] >= a.vmstat["thp_fault_alloc"]
 
 
 @pytest.mark.slow
