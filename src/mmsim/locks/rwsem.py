@@ -11,6 +11,13 @@ is an :class:`RwsemPolicy`, set from the kernel catalogue by the lock's user:
 * fast paths: a reader enters while no writer holds it, nobody is queued and
   no hand-off is pending (``rwsem_read_trylock``: ``RWSEM_READ_FAILED_MASK``);
   a writer while the count is 0;
+* a release whose first waiter is a sleeping writer wakes it and grants
+  nothing (``rwsem_mark_wake``; v3.x/v4.x ``__rwsem_do_wake``: "Wake writer at
+  the front of the queue, but do not grant it the lock yet as we want other
+  writers to be able to steal it"): a writer arriving before it runs takes the
+  free sem, and the woken one, finding it taken, sleeps again first in the
+  queue. Readers (queued) are granted by the waker, as the kernel adds their
+  bias. Until session 16 the model granted the writer at the release;
 * ``spin_on_owner`` (4fc828e24cd9, v3.16, ``rwsem_optimistic_spin``): a
   contended writer spins (on the OSQ, one spinner polling the owner, the rest
   on their own MCS node) while a running writer owns the sem, and takes it on
