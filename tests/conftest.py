@@ -122,13 +122,17 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 _OUTCOMES: dict[str, Outcome] = {}
 
 
-def reproduce_once(exp_id: str) -> Outcome:
+def reproduce_once(exp_id: str, reproduce: Callable[[list[str]], list[Outcome]] | None = None) -> Outcome:
     """``reproduce([exp_id])`` at full published scale, computed once per test session: the slow tests of
     tests/experiments and the README's ``mmsim reproduce ID`` lines (tests/docs/test_readme.py) share it,
     so CI's slow step simulates each experiment once instead of twice (a run depends only on its spec and
-    seed). Only for full-scale callers: a test that patches the presets must call ``reproduce`` itself."""
+    seed). Only for full-scale callers: a test that patches the presets must call ``reproduce`` itself.
+    ``reproduce``: the function to compute it with (a caller that has patched the module's own passes the
+    original)."""
     if exp_id not in _OUTCOMES:
-        from mmsim.experiments.reproduce import reproduce
+        if reproduce is None:
+            from mmsim.experiments import reproduce as rp
 
+            reproduce = rp.reproduce
         (_OUTCOMES[exp_id],) = reproduce([exp_id])
     return _OUTCOMES[exp_id]

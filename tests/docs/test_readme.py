@@ -109,7 +109,7 @@ def test_readme_slow_commands_as_written(tmp_path: Path, monkeypatch: pytest.Mon
     def shared(ids: list[str] | None = None, seed: int = 0, store: Any = None, progress: Any = None,
                exact: bool = False, workers: int | None = None) -> list[Any]:
         if ids and len(ids) == 1 and seed == 0 and not exact:
-            return [reproduce_once(ids[0])]
+            return [reproduce_once(ids[0], real)]
         return real(ids, seed, store, progress, exact, workers)
 
     monkeypatch.setattr(rp, "reproduce", shared)
