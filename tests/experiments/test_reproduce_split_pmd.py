@@ -70,3 +70,16 @@ def test_split_pmd_ptl_speedup_in_band() -> None:
     o = _outcome()
     assert 18.0 <= {c.metric: c for c in o.checks}["speedup"].simulated <= 72.0
     assert o.ok
+
+
+def test_v313_note_names_each_page_table_lock() -> None:
+    """The v3.13 line shows which lock the waiting is on: the split PMD locks, or mm->page_table_lock, which
+    v3.13 still takes in __pmd_alloc (where the full-scale start-up collapses since session 16)."""
+    from mmsim.experiments.exp_split_pmd import _eval_split_pmd
+    from mmsim.experiments.run import RunSpec, run
+
+    p = {"threads": "4", "bytes": "8m"}
+    res = {k: run(RunSpec("thp_memscale", "tiny", k, params=p)) for k in ("v3.12", "v3.13")}
+    _, notes = _eval_split_pmd(res)
+    assert notes[1].startswith("v3.13: ") and "split ptlock_ptr(pmd page) " in notes[1]
+    assert "&mm->page_table_lock (__pmd_alloc only) " in notes[1] and "contentions); top symbol " in notes[1]

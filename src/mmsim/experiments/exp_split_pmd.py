@@ -48,7 +48,10 @@ def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         f"v3.12: {100 * sa:.1f}% of CPU time waiting for &mm->page_table_lock "
         f"({a.locks['&mm->page_table_lock']['contentions']:,} contentions); top symbol {a.profile[0]['symbol']}"
         f" {a.profile[0]['percent']:.1f}%",
-        f"v3.13: {100 * sb:.2f}% waiting for PMD locks (split: ptlock_ptr(pmd page)); top symbol "
+        f"v3.13: {100 * sb:.2f}% waiting for page-table locks: split ptlock_ptr(pmd page) "
+        f"{100 * b.lock_wait_share('ptlock_ptr(pmd page)'):.2f}%, &mm->page_table_lock (__pmd_alloc only) "
+        f"{100 * b.lock_wait_share('&mm->page_table_lock'):.2f}% "
+        f"({b.locks['&mm->page_table_lock']['contentions']:,} contentions); top symbol "
         f"{b.profile[0]['symbol']} {b.profile[0]['percent']:.1f}%",
     ]
     return checks, notes
