@@ -45,6 +45,15 @@ and the case is simulated on that copy: the model is checked given the primitive
 as ``validate --suite locks`` does with the line transfer. The verdict is on that simulation
 (``simulated``, ``error_pct``); the simulation on the given file is reported beside it
 (``simulated_calibrated``, ``error_pct_calibrated``). ``--no-calibrate-each`` turns it off.
+
+**Where the two vCPUs sit, per run** (session 17, docs/validation.md). The hypervisor moves this VM's two
+vCPUs between one CCX, two CCXs and SMT siblings of one core from minute to minute: the CAS hand-off measured
+39-206 ns and the cross-CPU wake-up 3.8-7.6 µs over the calibrations of sessions 14-17, and bw_unix's five
+native runs of one case spread 1.4-4.4 GB/s. A case whose two tasks talk across CPUs (``Case.placement``:
+bw_unix) therefore probes the pair right before each native run (:func:`probe_placement`), and the verdict is
+on a simulation of its reference run (the fastest) with that run's own probe (:func:`at_placement`);
+the simulation on the calibration before the case is reported beside it (``simulated_before_case``), every
+run's probe in ``placements``.
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ class Case:
     metric: str
     native_params: dict[str, str] = field(default_factory=dict)  # native-only knobs (durations)
     best_round: bool = False  # the native reference is ``metric`` + ".best_round" (module docstring)
+    placement: bool = False  # its two tasks talk across CPUs: each run probes where they sit (module docstring)
 
     @property
     def reference_metric(self) -> str:
@@ -111,7 +121,7 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
         Case("malloc1 processes nr_task=2", "will-it-scale/malloc1",  # issue 22
              {"nr_task": "2", "mode": "processes"}, "never", "will-it-scale.per_process_ops", **s),
         Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never",
-             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec"),
+             "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec", placement=True),
         Case("pmbench uniform -j1 256m", "pmbench", {"jobs": "1", "setsize": "256", "mapsize": "256",
              "pattern": "uniform", "duration": str(seconds)}, "never", "pmbench.throughput"),
         Case("thp_memscale -c 2 THP", "thp_memscale", {"threads": "2", "bytes": "256m"}, "always",
@@ -147,6 +157,8 @@ class Side:
     median: float | None = None
     run_rate: float | None = None  # best_round cases: the will-it-scale metric itself, fastest run
     run_median: float | None = None  # ... and its median over the runs
+    placement: dict[str, float] | None = None  # placement cases: the probe before the reference run
+    placements: list[dict[str, float]] = field(default_factory=list)  # ... and before every run
 
 
 @functools.lru_cache(maxsize=1)
@@ -195,8 +207,11 @@ def _native(c: Case, repeats: int) -> Side:
     runs: list[dict[str, Any]] = []
     tasks = int(c.params.get("nr_task", 0)) or 2 * int(c.params.get("pairs", 1))
     note = ""
+    probes: list[dict[str, float]] = []
     try:
         for _ in range(repeats):
+            if c.placement:
+                probes.append(probe_placement())
             runs.append(run_native(spec))
     except Skip as e:
         return Side(note=f"skipped natively: {e}")
@@ -212,7 +227,63 @@ def _native(c: Case, repeats: int) -> Side:
     if c.best_round:
         rate = [float(d["metrics"][c.metric]) for d in runs]
         side.run_rate, side.run_median = max(rate), float(statistics.median(rate))
+    if probes:
+        side.placements = probes
+        side.placement = probes[values.index(best)]
     return side
+
+
+def probe_placement() -> dict[str, float]:
+    """Where the two CPUs a two-task case uses (its tasks 0 and 1) sit right now, measured as calibrate
+    measures it (:func:`mmsim.native.calibrate.calibrate`): the CAS hand-off, the ns per line of a copy of
+    lines the other CPU just wrote, and the cross-CPU futex hand-off; fewer samples than calibrate's (11),
+    taken back to back right before a run. A probe that fails is left out of the dict."""
+    from mmsim.native import microbench as mb
+    from mmsim.native.workloads import _cpu_for
+
+    a, b = _cpu_for(0), _cpu_for(1)
+    out: dict[str, float] = {"cpu_a": float(a), "cpu_b": float(b)}
+    if a == b:
+        return out
+    for key, st in (("line_xfer_ns", mb.line_handoff_ns(a, b, samples=11)),
+                    ("xcopy_line_ns", mb.xcopy_line_ns(a, b, samples=11)),
+                    ("futex_wake_ns", mb.futex_handoff_ns(a, b, samples=11))):
+        if st is not None and st.median > 0:
+            out[key] = round(float(st.median), 2)
+    return out
+
+
+def at_placement(base: str, probe: dict[str, float], out: Path) -> str | None:
+    """A copy of the calibration ``base`` (a YAML file) with the fields that follow the vCPU pair's
+    placement taken from ``probe`` (:func:`probe_placement`): ``line_xfer_socket_ns`` (and
+    ``line_hit_socket_ns``, which calibrate sets equal to it), ``copy_mlp`` (the hand-off over the copied
+    line) and ``wakeup_ns`` (the futex hand-off minus the file's same-CPU ``ctx_switch_ns``). None when
+    ``base`` is not a file or the probe lacks the hand-off."""
+    import dataclasses
+
+    from mmsim.machine import yamlio
+
+    p = Path(base)
+    if not (p.suffix in (".yaml", ".yml") and p.is_file()) or "line_xfer_ns" not in probe:
+        return None
+    m = yamlio.load_machine(p)
+    cost, src = m.cost, dict(m.cost.sources)
+    when = "mmsim validate placement probe right before the reference run"
+    x = probe["line_xfer_ns"]
+    new: dict[str, Any] = {"line_xfer_socket_ns": x, "line_hit_socket_ns": x}
+    src["line_xfer_socket_ns"] = f"native measurement: {when}: CAS ping-pong, half round trip, median {x} ns"
+    src["line_hit_socket_ns"] = "not measured (needs a third core to hold the clean copy): equal to line_xfer_socket_ns"
+    if probe.get("xcopy_line_ns", 0) > 0 and x / probe["xcopy_line_ns"] >= 1.0:
+        new["copy_mlp"] = round(x / probe["xcopy_line_ns"], 2)
+        src["copy_mlp"] = f"native measurement: {when}: hand-off {x} ns / copied line {probe['xcopy_line_ns']} ns"
+    wk = probe.get("futex_wake_ns", 0) - cost.ctx_switch_ns
+    if wk > 0:
+        new["wakeup_ns"] = round(wk, 2)
+        src["wakeup_ns"] = (f"native measurement: {when}: cross-CPU futex hand-off {probe['futex_wake_ns']} ns "
+                            f"- ctx_switch_ns {cost.ctx_switch_ns} ns")
+    m = dataclasses.replace(m, cost=dataclasses.replace(cost, **new, sources=src))
+    yamlio.save_machine(m, out)
+    return str(out)
 
 
 def _round(c: Case) -> str:
@@ -291,7 +362,14 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
     """One case's row; ``at``: a calibration of this host taken right before it (module docstring)."""
     nat = _native(c, repeats)
     cal = _simulate(c, machine, kernel) if nat.value is not None else Side()
-    sim = _simulate(c, at, kernel) if at and nat.value is not None else cal
+    before = _simulate(c, at, kernel) if at and nat.value is not None else cal
+    sim = before
+    placed = None
+    if nat.placement and nat.value is not None:  # the reference run's own vCPU placement (module docstring)
+        with tempfile.TemporaryDirectory(prefix="mmsim-placement-") as tmp:
+            placed = at_placement(at or machine, nat.placement, Path(tmp) / f"{id(c)}.yaml")
+            if placed:
+                sim = _simulate(c, placed, kernel)
     err = _error(sim, nat)
     return {
         "suite": "native", "quantity": c.name, "reference": nat.value,
@@ -307,5 +385,7 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         "kernel": kernel, "machine": machine, "policies": host_policies(),
         "simulated_calibrated": cal.value, "error_pct_calibrated": _error(cal, nat),
         "calibrated_before_case": at is not None,
+        "simulated_before_case": before.value if placed else None,
+        "placement": nat.placement, "placements": nat.placements or None,
         "note": "; ".join(n for n in (nat.note, sim.note) if n),
     }

@@ -14,15 +14,27 @@ remaining data fills — ``while (order && PAGE_ALIGN(data_len) < (PAGE_SIZE
 28672 bytes are an order-2, an order-1 and an order-0 page. The pages are
 GFP_KERNEL: MIGRATE_UNMOVABLE.
 
-Copies into and out of an skb run at the rate Little's law gives for the
-lines a streaming copy keeps in flight (``CostModel.copy_mlp``) and the
-latency of wherever the lines are: another core's cache (a line transfer,
-:meth:`Machine.xfer_ns`) when the data is hot, the page's node DRAM when it
-is cold. On the presets ``copy_mlp`` is the L1D fill buffers (10), the rule
-they use for a core's clear bandwidth (``FILL_BUFFERS`` x 64 B / latency);
-``mmsim calibrate`` measures it on the host as the line transfer over the
-ns per line of a 64 KiB ``rep movsb`` copy of lines another CPU just wrote
+Copies whose far side is another core's cache (the reader's copy out of
+lines the writer just wrote; the writer's copy into a fragment the reader
+freed while its lines were still cached) run at the rate Little's law gives
+for the lines a streaming copy keeps in flight (``CostModel.copy_mlp``) and
+the line transfer between the two CPUs (:meth:`Machine.xfer_ns`). On the
+presets ``copy_mlp`` is the L1D fill buffers (10), the rule they use for a
+core's clear bandwidth (``FILL_BUFFERS`` x 64 B / latency); ``mmsim
+calibrate`` measures it on the host as the line transfer over the ns per
+line of a 64 KiB ``rep movsb`` copy of lines another CPU just wrote
 (native/mb.c ``xcopy``).
+
+A copy into a *cold* fragment (its lines in no cache) is a store stream from
+a cached source (the writer's user buffer, in its own L2) to DRAM: it runs
+as ``copy_page`` with a cached source does in :func:`mmsim.mm.memory.copy_pages`,
+a write stream at the node's shared write bandwidth capped at one core's
+(``core_clear_gbs``, :meth:`MemoryBandwidth.write_ns`), not at DRAM latency
+over ``copy_mlp``: ``copy_mlp`` is measured between two cores' caches and
+says nothing about a stream to DRAM (docs/validation.md, session 17: on this
+host it measured 16-40 lines in flight with the vCPU placement, which moved
+the simulated cold copy 2.5x while the native cold copy stayed at ~9 ns per
+line).
 """
 
 from __future__ import annotations
@@ -129,8 +141,8 @@ def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
 
 def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: str) -> int:
     """``skb_copy_datagram_from_iter``: the writer fills the head and the frags.
-    A hot fragment's lines come from the reader's cache (it read them last), a
-    cold one's from DRAM; the user buffer is in the writer's own L2. Charges
+    A hot fragment's lines come from the reader's cache (it read them last); a
+    cold one is a store stream to its node's DRAM; the user buffer is in the writer's own L2. Charges
     and returns the ns; counts LLC references (every skb line misses L2) and
     misses (the lines of cold fragments)."""
     m = system.machine
@@ -147,10 +159,9 @@ def skb_copy_from_iter(task: Task, system: Any, skb: Skb, peer_cpu: int, func: s
         system.cache.touch(cpu, pfn, order, b, now)
         if hot:
             ns += copy_ns(system, cpu, b, hot_lat)
-        else:
+        else:  # a store stream to DRAM, sharing the node's write bandwidth (module docstring)
             node = system.page_alloc.page_node(pfn)
-            lat = m.mem_latency_ns(cpu, node)
-            ns += copy_ns(system, cpu, b, lat)
+            ns += system.bandwidth.write_ns(node, b, m.cost.core_clear_gbs, now + ns)
             cold_lines += b // LINE
     p = c.perf[cpu]
     p[CACHE_REFERENCES] += skb.len // LINE
