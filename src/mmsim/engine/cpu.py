@@ -69,7 +69,10 @@ class Scheduler:
 
     ``ctx_switch_ns`` is charged (as ``__schedule``) to the task switched in;
     ``wakeup_ns`` is the latency from ``try_to_wake_up`` until an idle CPU
-    runs the woken task (IPI, idle exit).
+    runs the woken task (IPI, idle exit); ``wake_ipi_ns`` is what sending that
+    IPI costs the waker (``ttwu_queue_wakelist`` → ``smp_send_reschedule``,
+    kernel/sched/core.c v6.6: an idle target gets the IPI; a busy one is only
+    queued on), charged when the waker names its CPU.
     """
 
     def __init__(
@@ -79,12 +82,14 @@ class Scheduler:
         counters: Counters,
         ctx_switch_ns: int,
         wakeup_ns: int,
+        wake_ipi_ns: int = 0,
     ) -> None:
         self.engine = engine
         self.cpus = [Cpu(i) for i in range(ncpus)]
         self.counters = counters
         self.ctx_switch_ns = ctx_switch_ns
         self.wakeup_ns = wakeup_ns
+        self.wake_ipi_ns = wake_ipi_ns  # the waker's cost of the IPI to an idle CPU (CostModel.wake_ipi_ns)
         self.slice_ns = 0  # 0: no time sharing (every waiting task asks for the CPU at once)
         engine.on_exit(self._exit)
 
@@ -171,10 +176,13 @@ class Scheduler:
             self._switch_to_next(cpu)
         return PARK
 
-    def wake_up(self, task: Task, value: Any = None) -> None:
-        """``wake_up_process``: make a sleeping task run again on its CPU."""
+    def wake_up(self, task: Task, value: Any = None, waker_cpu: int = -1) -> int:
+        """``wake_up_process``: make a sleeping task run again on its CPU. With ``waker_cpu`` (the CPU of
+        the task that wakes it), waking onto another, idle CPU charges that CPU the reschedule IPI
+        (``wake_ipi_ns``, as ``smp_send_reschedule``); returns those ns, for the waker to spend."""
         cpu = self.cpus[task.cpu]
         task.state = "runnable"
+        ipi = 0
         if cpu.current is None:
             cpu.idle_ns += self.engine.now - cpu.idle_since
             cpu.current = task
@@ -182,10 +190,13 @@ class Scheduler:
             cost = self.wakeup_ns + self.counters.busy(cpu.id, "__schedule", self.ctx_switch_ns)
             cpu.exec_start = self.engine.now + cost
             self.engine.wake(task, cost, value)
+            if self.wake_ipi_ns and 0 <= waker_cpu != task.cpu:
+                ipi = self.counters.busy(waker_cpu, "smp_send_reschedule", self.wake_ipi_ns)
         else:
             task.data["wake_value"] = value
             cpu.runqueue.append(task)
             self._want_cpu(cpu, task)
+        return ipi
 
     # -- preemption ----------------------------------------------------------
     def cond_resched(self, task: Task) -> Generator[Any, Any, None]:

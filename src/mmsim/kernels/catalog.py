@@ -227,6 +227,16 @@ POLICIES: dict[str, Policy] = {
                "skb heads of up to SKB_SMALL_HEAD_CACHE_SIZE from their own slab cache, skbuff_small_head, "
                "instead of kmalloc (bf9f1baa279f, v6.3)",
                "net/core/skbuff.c kmalloc_reserve()"),
+        # --- issue 15: kernel memory charged to the memcg (mm/memcg_kmem.py) ---
+        Policy("memcg_kmem", ("off", "v2", "v1"),
+               "__GFP_ACCOUNT allocations (a unix socket's skbs since \"af_unix: charge buffers to kmemcg\", "
+               "linux-mm 2016-05, v4.8) charged to the task's memcg: off (root memcg, nothing charged), v2, or "
+               "v1 (also the unbatched memcg->kmem page counters, memcg1_account_kmem)",
+               "mm/memcontrol.c obj_cgroup_charge_pages(), refill_stock(); mm/memcontrol-v1.c "
+               "memcg1_account_kmem()"),
+        _num("memcg_levels", "page counters charged per memcg charge: the task's memcg and each ancestor up to "
+             "the root (page_counter_try_charge walks c->parent)", "mm/page_counter.c page_counter_try_charge()",
+             1, 64, "cgroup nesting depth + 1; 64 is far beyond any real hierarchy"),
         Policy("huge_clear_order", ("sequential", "target-last"),
                "clear_huge_page sub-page order: 0..511, or farthest first and the faulting sub-page last "
                "(c79b57e462b5, v4.14)",
@@ -554,6 +564,10 @@ _V312 = {
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
     "skb_small_head": "off",
+    # Tasks in a non-root cgroup v2 memcg two counters deep (the test's cgroup and its parent slice), as
+    # mm/lru_anon.py assumes for the same runs (MEMCG_LEVELS); not pinned by the sources (estimate).
+    "memcg_kmem": "v2",
+    "memcg_levels": "2",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",

@@ -151,6 +151,8 @@ class RwSem:
         self.last_cpu = -1
         self._read_since: dict[int, int] = {}
         self._write_since = 0
+        self._waker = -1  # the releasing task's CPU while a release wakes waiters (wake_up_q runs on it)
+        self._ipi = 0  # ns of reschedule IPIs that release sent (Scheduler.wake_up)
         for k in ("read_acquisitions", "read_contentions", "sleeps", "line_wait_ns", "steals", "handoffs",
                   "spin_timeouts", "wasted_wakeups"):
             st.extra.setdefault(k, 0)
@@ -220,7 +222,7 @@ class RwSem:
             self.ctx.counters.busy(w.task.cpu, self._f_spin, wait)
             self.ctx.engine.wake(w.task, delay)
         else:
-            self.ctx.sched.wake_up(w.task)
+            self._ipi += self.ctx.sched.wake_up(w.task, waker_cpu=self._waker)
 
     def _sleep(self, task: Task, write: bool, since: int) -> Any:
         self.stat.extra["sleeps"] += 1
@@ -353,7 +355,7 @@ class RwSem:
         w.pending = True
         task = w.task
         task.gen = self._retry_write(w, task.gen)
-        self.ctx.sched.wake_up(task)
+        self._ipi += self.ctx.sched.wake_up(task, waker_cpu=self._waker)
 
     def _retry_write(self, w: _Waiter, body: Any) -> Any:
         """The woken writer, running again: ``rwsem_try_write_lock`` (``__mutex_trylock``), one atomic on
@@ -437,7 +439,11 @@ class RwSem:
         self._hold_end(self._read_since.pop(task.tid), False)
         if self.readers == 0:
             self.nonspinnable = False  # clear_wr_nonspinnable
+            # rwsem_wake / wake_up_q run on the releasing CPU, which pays each reschedule IPI to an idle CPU
+            self._waker, self._ipi = task.cpu, 0
             self._wake_next(task.cpu)
+            self._waker = -1
+            cost += self._ipi
         return cost
 
     def down_write(self, task: Task) -> Any:
@@ -470,8 +476,10 @@ class RwSem:
         cost = self._atomic(task, self._f_write_up)
         self.writer = None
         self._hold_end(self._write_since, True)
+        self._waker, self._ipi = task.cpu, 0  # as in up_read
         self._wake_next(task.cpu)
-        return cost
+        self._waker = -1
+        return cost + self._ipi
 
     def downgrade(self, task: Task) -> int:
         """``downgrade_write`` (kernel/locking/rwsem.c): the writer keeps the sem as a reader (one
@@ -483,10 +491,12 @@ class RwSem:
         self.writer = None
         self._hold_end(self._write_since, True)
         self._take(task, False, self.ctx.engine.now + cost)
+        self._waker, self._ipi = task.cpu, 0  # as in up_read
         if self.waitq and not self.waitq[0].write:
             self._wake_readers()
         self._readers_own()
-        return cost
+        self._waker = -1
+        return cost + self._ipi
 
 
 class Mutex(RwSem):

@@ -30,6 +30,7 @@ from mmsim.machine.model import (
     COPY_MLP_SOURCE,
     ISSUE_SOURCE,
     SMT_SOURCE,
+    WAKE_IPI_SOURCE,
     CacheLevel,
     CostModel,
     Machine,
@@ -363,5 +364,6 @@ def _host_cost(ghz: float) -> CostModel:
             "issue_width": "estimate: " + ISSUE_SOURCE + "; mmsim calibrate measures it",
             "anon_folio_ns": "estimate: " + ANON_FOLIO_SOURCE,
             "copy_mlp": "estimate: " + COPY_MLP_SOURCE + "; mmsim calibrate measures it",
+            "wake_ipi_ns": WAKE_IPI_SOURCE + "; mmsim calibrate measures it",
         }.items()},
     )

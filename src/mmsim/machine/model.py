@@ -105,6 +105,14 @@ COPY_MLP = 10.0
 COPY_MLP_SOURCE = ("Intel Optimization Reference Manual: 10 L1D fill buffers, Nehalem to Haswell (the default); "
                    "estimate for later cores, plausible 10-32 with the L2 streamer")
 
+# The waker's cost of the reschedule IPI that try_to_wake_up sends to an idle CPU (ttwu_queue_wakelist /
+# smp_send_reschedule), beyond the wake path each caller charges (mm/costs.py: 800 cycles for
+# sock_def_readable). On bare metal an x2APIC ICR write: estimate 0, plausible 0-300 ns. In a VM without IPI
+# virtualisation the write is a VM exit: mmsim calibrate measures it (2.6-2.9 us on this 2-vCPU KVM guest).
+WAKE_IPI_NS = 0.0
+WAKE_IPI_SOURCE = ("estimate: bare metal, the x2APIC ICR write of the reschedule IPI, beyond the wake path the "
+                   "callers charge: 0 (plausible 0-300 ns)")
+
 ANON_FOLIO_SOURCE = ("not separated: page_fault_ns is a per-write-fault figure that includes the new folio's "
                      "work (charged 0); mmsim calibrate measures it as a write fault minus a read fault")
 
@@ -141,6 +149,8 @@ class CostModel:
     * ``issue_width``: fused uops per cycle the core issues; a front-end-bound user loop
       (mm/user_loops.py) costs its uops / ``issue_width`` cycles per iteration when its data is cached.
     * ``copy_mlp``: lines in flight in a streaming copy from another core's cache (:data:`COPY_MLP`).
+    * ``wake_ipi_ns``: the waker's cost of waking a task whose CPU is idle, beyond the wake path the caller
+      charges: the reschedule IPI (:data:`WAKE_IPI_NS`; engine/cpu.py ``wake_up``).
     """
 
     line_xfer_smt_ns: float
@@ -156,6 +166,7 @@ class CostModel:
     issue_width: float = ISSUE_WIDTH
     anon_folio_ns: float | None = None
     copy_mlp: float = COPY_MLP
+    wake_ipi_ns: float = WAKE_IPI_NS
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -163,6 +174,10 @@ class CostModel:
             self.sources.setdefault("issue_width", ISSUE_SOURCE)
         if self.copy_mlp == COPY_MLP and self.sources:
             self.sources.setdefault("copy_mlp", COPY_MLP_SOURCE)
+        if self.wake_ipi_ns == WAKE_IPI_NS and self.sources:
+            self.sources.setdefault("wake_ipi_ns", WAKE_IPI_SOURCE)
+        if self.wake_ipi_ns < 0:
+            raise ValueError(f"CostModel.wake_ipi_ns must be >= 0, got {self.wake_ipi_ns!r}")
         if self.anon_folio_ns is None and self.sources:
             self.sources.setdefault("anon_folio_ns", ANON_FOLIO_SOURCE)
         for hit, hitm in (("line_hit_socket_ns", "line_xfer_socket_ns"), ("line_hit_remote_ns", "line_xfer_remote_ns")):

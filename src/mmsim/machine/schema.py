@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mmsim import inputs
 from mmsim.errors import UserError
-from mmsim.machine.model import COPY_MLP, ISSUE_WIDTH, SMT_THREAD_SPEED, CostModel, MemoryType
+from mmsim.machine.model import COPY_MLP, ISSUE_WIDTH, SMT_THREAD_SPEED, WAKE_IPI_NS, CostModel, MemoryType
 
 assert {t.value for t in MemoryType} == {"DRAM", "PMEM"}, "NodeSpec.mem_type lists MemoryType's values"
 
@@ -62,6 +62,10 @@ GHz = Annotated[float, _range("_ghz")]
 GBs = Annotated[float, _range("_gbs")]
 GiB = Annotated[float, _range("_gib")]
 Plain = Annotated[float, Field(gt=0, le=MAX_PLAIN, allow_inf_nan=False)]
+# ns fields that may be 0 (a cost that is absent on some machines: wake_ipi_ns on bare metal)
+ZERO_NS_FIELDS = ("wake_ipi_ns",)
+ZERO_NS_HINT = "a number from 0 to 10000000 (ns: 0 to 10 ms)"
+ZeroNs = Annotated[float, Field(ge=0, le=1e7, allow_inf_nan=False)]
 Index = Annotated[int, Field(ge=0, lt=MAX_NODES)]
 Cores = Annotated[int, _irange("cores")]
 Threads = Annotated[int, _irange("threads_per_core")]
@@ -113,11 +117,11 @@ def _cost_fields() -> dict[str, Any]:
     out: dict[str, Any] = {}
     defaults = {"smt_thread_speed": SMT_THREAD_SPEED, "line_hit_socket_ns": None, "line_hit_remote_ns": None,
                 "issue_width": ISSUE_WIDTH, "anon_folio_ns": None,
-                "copy_mlp": COPY_MLP}
+                "copy_mlp": COPY_MLP, "wake_ipi_ns": WAKE_IPI_NS}
     for f in dataclasses.fields(CostModel):
         if f.name == "sources":
             continue
-        t = _num(f.name)
+        t = ZeroNs if f.name in ZERO_NS_FIELDS else _num(f.name)
         if f.name in defaults:
             out[f.name] = (t | None if defaults[f.name] is None else t, defaults[f.name])
         else:
@@ -208,6 +212,8 @@ def allowed(loc: tuple[int | str, ...]) -> str:
         return f"an integer from {lo} to {hi}" + unit(leaf)
     if leaf == "distances":
         return "a list of integer rows, one row per node (the SLIT matrix)"
+    if leaf in ZERO_NS_FIELDS:
+        return ZERO_NS_HINT
     rng = next((r for suffix, r in RANGES.items() if leaf.endswith(suffix)), None)
     if rng is not None:
         return rng[2]

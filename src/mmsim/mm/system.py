@@ -49,7 +49,8 @@ class System:
         self.engine = Engine(seed)
         self.counters = Counters(machine.ncpus)
         c = machine.cost
-        self.sched = Scheduler(self.engine, machine.ncpus, self.counters, int(c.ctx_switch_ns), int(c.wakeup_ns))
+        self.sched = Scheduler(self.engine, machine.ncpus, self.counters, int(c.ctx_switch_ns), int(c.wakeup_ns),
+                               int(c.wake_ipi_ns))
         self.locks = LockContext(self.engine, machine, self.counters, self.sched)
         self.spin_kind = SpinlockKind(kernel.get("spinlock"))
         self.bandwidth = MemoryBandwidth(machine, self.engine)

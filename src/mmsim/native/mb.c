@@ -7,6 +7,8 @@
  *                                       CPU_A has just written (the AF_UNIX skb copy: copy_user_enhanced_fast_string)
  *   mb clear BYTES SAMPLES VARIANT      CPU ns per 4 KiB page of the kernel's clear_page (VARIANT erms: rep stosb,
  *                                       rep: rep stosq, orig: 8 movq per line) over a populated BYTES buffer
+ *   mb wakecost CPU_A CPU_B SAMPLES ROUNDS  ns the waker on CPU_B spends in FUTEX_WAKE of a task asleep on idle
+ *                                       CPU_A, minus a FUTEX_WAKE that finds no waiter (median of ROUNDS per sample)
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -68,6 +70,51 @@ static void *futex_thread(void *arg) {
         }
         if (me == 0) out[s] = (double)(now_ns() - t0) / rounds / 2.0;
     }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The waker's own cost of waking a task whose CPU is idle (ttwu + the reschedule IPI: on a VM a VM exit):
+ * thread 0 (CPU_A) sleeps on fword[1]; thread 1 (CPU_B) lets it settle 20 us, times FUTEX_WAKE, waits for the
+ * ack, then times a FUTEX_WAKE on a word nobody waits on. Per sample: median(wake) - median(empty wake). */
+static _Alignas(64) int wack[16];
+static void *wakecost_thread(void *arg) {
+    int me = (int)(intptr_t)arg;
+    pin(cpus[me]);
+    long total = samples * rounds;
+    if (me == 0) {
+        for (long i = 0; i < total; i++) {
+            while (__atomic_load_n(&fword[1], __ATOMIC_ACQUIRE) == 0) futex(&fword[1], FUTEX_WAIT_PRIVATE, 0);
+            __atomic_store_n(&fword[1], 0, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&wack[0], 1, __ATOMIC_RELEASE);
+        }
+        return NULL;
+    }
+    double *w = calloc(rounds, sizeof *w), *e = calloc(rounds, sizeof *e);
+    for (long s = 0; s < samples; s++) {
+        for (long r = 0; r < rounds; r++) {
+            int a0 = __atomic_load_n(&wack[0], __ATOMIC_ACQUIRE);
+            uint64_t t = now_ns();
+            while (now_ns() - t < 20000) { }  /* the sleeper is asleep and its CPU idle */
+            __atomic_store_n(&fword[1], 1, __ATOMIC_RELEASE);
+            t = now_ns();
+            futex(&fword[1], FUTEX_WAKE_PRIVATE, 1);
+            w[r] = (double)(now_ns() - t);
+            while (__atomic_load_n(&wack[0], __ATOMIC_ACQUIRE) == a0) { }
+            t = now_ns();
+            futex(&wack[8], FUTEX_WAKE_PRIVATE, 1);
+            e[r] = (double)(now_ns() - t);
+        }
+        qsort(w, rounds, sizeof *w, cmp_double);
+        qsort(e, rounds, sizeof *e, cmp_double);
+        out[s] = w[rounds / 2] - e[rounds / 2];
+    }
+    free(w);
+    free(e);
     return NULL;
 }
 
@@ -309,7 +356,8 @@ int main(int argc, char **argv) {
         cpus[0] = atoi(argv[2]); cpus[1] = atoi(argv[3]);
         samples = atol(argv[4]); rounds = atol(argv[5]);
         out = calloc(samples, sizeof *out);
-        rc = pair(!strcmp(argv[1], "c2c") ? c2c_thread : !strcmp(argv[1], "xcopy") ? xcopy_thread : futex_thread);
+        rc = pair(!strcmp(argv[1], "c2c") ? c2c_thread : !strcmp(argv[1], "xcopy") ? xcopy_thread
+                  : !strcmp(argv[1], "wakecost") ? wakecost_thread : futex_thread);
     }
     for (long s = 0; s < samples && rc == 0; s++) printf("%.3f\n", out[s]);
     return rc;

@@ -234,6 +234,12 @@ def xcopy_line_ns(cpu_a: int, cpu_b: int, samples: int = 31, rounds: int = 200) 
     return _run(["xcopy", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
 
 
+def wake_cost_ns(cpu_a: int, cpu_b: int, samples: int = 11, rounds: int = 41) -> Stat | None:
+    """ns the waker on ``cpu_b`` spends waking a task asleep on idle ``cpu_a`` (``FUTEX_WAKE``: ``try_to_wake_up``
+    and the reschedule IPI), beyond a ``FUTEX_WAKE`` that finds no waiter; per sample, the median of ``rounds``."""
+    return _run(["wakecost", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
+
+
 def kernel_clear_variant(cpuinfo: str | None = None) -> str:
     """The ``clear_page`` the host kernel patches in (``arch/x86/include/asm/page_64.h``, ``clear_page()``'s
     ``alternative_call_2``: ERMS over REP_GOOD over the plain loop) from ``/proc/cpuinfo``'s flags:

@@ -167,6 +167,23 @@ def pcp_sizes(zoneinfo: str | None = None) -> dict[str, int]:
     return best
 
 
+def memcg(cgroup: str | None = None) -> dict[str, str]:
+    """This process's memory cgroup as policies ``memcg_kmem`` and ``memcg_levels`` name it, from
+    ``/proc/self/cgroup``: a cgroup v1 ``memory`` controller line (``N:memory:/path``) gives ``v1``, else the
+    unified hierarchy's ``0::/path`` gives ``v2``; the root memcg (path ``/``) is not charged (``off``).
+    Levels: the path's depth + 1 (its page counters up to the root's). Empty when unreadable."""
+    text = cgroup if cgroup is not None else (_read(PROC / "self" / "cgroup") or "")
+    v1 = re.search(r"^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(\S*)$", text, re.M)
+    v2 = re.search(r"^0::(\S*)$", text, re.M)
+    m, version = (v1, "v1") if v1 else (v2, "v2") if v2 else (None, "")
+    if m is None:
+        return {}
+    depth = len([p for p in m.group(1).split("/") if p])
+    if depth == 0:
+        return {"memcg_kmem": "off"}
+    return {"memcg_kmem": version, "memcg_levels": str(depth + 1)}
+
+
 def perf_path() -> str | None:
     """The perf binary when present (whether it may count is checked when it runs)."""
     return shutil.which("perf")

@@ -164,14 +164,15 @@ class Side:
 @functools.lru_cache(maxsize=1)
 def _host_policies() -> tuple[tuple[str, str], ...]:
     pcp = tuple((k, str(v)) for k, v in sysinfo.pcp_sizes().items())
-    return (("pgtable_free", sysinfo.pgtable_free()[0]), *pcp)
+    return (("pgtable_free", sysinfo.pgtable_free()[0]), *pcp, *sysinfo.memcg().items())
 
 
 def host_policies() -> dict[str, str]:
     """Kernel behaviours the host's own kernel has that the catalogued kernel's defaults do not say: how it
     frees page tables (:func:`mmsim.native.sysinfo.pgtable_free`; the boot log is read once) and its
     per-CPU pageset sizes (:func:`mmsim.native.sysinfo.pcp_sizes`: ``/proc/zoneinfo``, read once;
-    docs/validation.md, session 14)."""
+    docs/validation.md, session 14); its memory cgroup (:func:`mmsim.native.sysinfo.memcg`: the cgroup
+    version and depth the kmem charges walk; session 17)."""
     return dict(_host_policies())
 
 
@@ -236,9 +237,11 @@ def _native(c: Case, repeats: int) -> Side:
 def probe_placement() -> dict[str, float]:
     """Where the two CPUs a two-task case uses (its tasks 0 and 1) sit right now, measured as calibrate
     measures it (:func:`mmsim.native.calibrate.calibrate`): the CAS hand-off, the ns per line of a copy of
-    lines the other CPU just wrote, and the cross-CPU futex hand-off; fewer samples than calibrate's (11),
-    taken back to back right before a run. A probe that fails is left out of the dict."""
+    lines the other CPU just wrote, the cross-CPU futex hand-off and the waker's cost of a wake-up; fewer
+    samples than calibrate's (11), taken back to back right before a run. A probe that fails or is too
+    noisy by calibrate's test is left out of the dict."""
     from mmsim.native import microbench as mb
+    from mmsim.native.calibrate import _usable
     from mmsim.native.workloads import _cpu_for
 
     a, b = _cpu_for(0), _cpu_for(1)
@@ -247,8 +250,9 @@ def probe_placement() -> dict[str, float]:
         return out
     for key, st in (("line_xfer_ns", mb.line_handoff_ns(a, b, samples=11)),
                     ("xcopy_line_ns", mb.xcopy_line_ns(a, b, samples=11)),
-                    ("futex_wake_ns", mb.futex_handoff_ns(a, b, samples=11))):
-        if st is not None and st.median > 0:
+                    ("futex_wake_ns", mb.futex_handoff_ns(a, b, samples=11)),
+                    ("wake_cost_ns", mb.wake_cost_ns(a, b))):
+        if st is not None and _usable(st.as_dict()):  # calibrate's test: positive, lower half tight
             out[key] = round(float(st.median), 2)
     return out
 
@@ -257,11 +261,13 @@ def at_placement(base: str, probe: dict[str, float], out: Path) -> str | None:
     """A copy of the calibration ``base`` (a YAML file) with the fields that follow the vCPU pair's
     placement taken from ``probe`` (:func:`probe_placement`): ``line_xfer_socket_ns`` (and
     ``line_hit_socket_ns``, which calibrate sets equal to it), ``copy_mlp`` (the hand-off over the copied
-    line) and ``wakeup_ns`` (the futex hand-off minus the file's same-CPU ``ctx_switch_ns``). None when
+    line), ``wake_ipi_ns`` (as calibrate derives it) and ``wakeup_ns`` (the futex hand-off minus the file's
+    same-CPU ``ctx_switch_ns``). None when
     ``base`` is not a file or the probe lacks the hand-off."""
     import dataclasses
 
     from mmsim.machine import yamlio
+    from mmsim.mm.costs import PATH_CYCLES
 
     p = Path(base)
     if not (p.suffix in (".yaml", ".yml") and p.is_file()) or "line_xfer_ns" not in probe:
@@ -276,6 +282,11 @@ def at_placement(base: str, probe: dict[str, float], out: Path) -> str | None:
     if probe.get("xcopy_line_ns", 0) > 0 and x / probe["xcopy_line_ns"] >= 1.0:
         new["copy_mlp"] = round(x / probe["xcopy_line_ns"], 2)
         src["copy_mlp"] = f"native measurement: {when}: hand-off {x} ns / copied line {probe['xcopy_line_ns']} ns"
+    ipi = probe.get("wake_cost_ns", 0) - PATH_CYCLES["sock_def_readable"][0] / m.freq_ghz  # calibrate._wake_ipi
+    if ipi > 0:
+        new["wake_ipi_ns"] = round(ipi, 2)
+        src["wake_ipi_ns"] = (f"native measurement: {when}: waker's FUTEX_WAKE of a sleeper on the idle CPU "
+                              f"{probe['wake_cost_ns']} ns beyond an empty one, minus the try_to_wake_up path")
     wk = probe.get("futex_wake_ns", 0) - cost.ctx_switch_ns
     if wk > 0:
         new["wakeup_ns"] = round(wk, 2)

@@ -114,7 +114,7 @@ def unix_stream_sendmsg(task: Task, sk: UnixSock, length: int) -> Generator[Any,
         other.lock.release(task)
         if other.reader is not None:  # sk_data_ready -> sock_def_readable
             r, other.reader = other.reader, None
-            s.sched.wake_up(r)
+            pending += s.sched.wake_up(r, waker_cpu=cpu)
             ns, ins = _p(s, "sock_def_readable")
             pending += c.busy(cpu, "sock_def_readable", ns, ins)
         sent += size
@@ -178,7 +178,7 @@ def _consume_skb(task: Task, writer: UnixSock, skb: Skb) -> Generator[Any, Any, 
     pending += writer.wmem.add(task, "sock_wfree")
     if writer.writer is not None and writer.wmem_alloc << 2 <= writer.sndbuf:  # unix_writable
         w, writer.writer = writer.writer, None
-        s.sched.wake_up(w)
+        pending += s.sched.wake_up(w, waker_cpu=cpu)
         ns, ins = _p(s, "unix_write_space")
         pending += c.busy(cpu, "unix_write_space", ns, ins)
     return pending

@@ -7,7 +7,9 @@ in ``SKB_SMALL_HEAD_CACHE_SIZE`` (v6.3+), else from the kmalloc cache of that
 size: a 3776-byte head is exactly 4096 B, ``kmalloc-4k``) and page fragments
 from the page allocator; the slab caches are :mod:`mmsim.mm.slub`'s. The
 allocating CPU takes all three; ``consume_skb`` frees them on the consuming
-CPU. ``alloc_skb_with_frags`` (v6.2+,
+CPU. A unix socket allocates with ``GFP_KERNEL_ACCOUNT``, so each of the three
+is charged to the task's memcg and uncharged where it is freed
+(:mod:`mmsim.mm.memcg_kmem`; policy ``memcg_kmem``). ``alloc_skb_with_frags`` (v6.2+,
 09c2c90705bb) takes the largest order <= the requested one that the
 remaining data fills — ``while (order && PAGE_ALIGN(data_len) < (PAGE_SIZE
 << order)) order--`` — so a 32768-byte fragment is one order-3 page and
@@ -44,6 +46,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
+from mmsim.mm import memcg_kmem
 from mmsim.mm.buddy import MIGRATE_UNMOVABLE
 from mmsim.mm.costs import path
 from mmsim.mm.page_alloc import PAGE_SIZE
@@ -62,6 +65,8 @@ SKB_STRUCT_SIZE = 256
 # configs MAX_TCP_HEADER = L1_CACHE_ALIGN(128 + MAX_HEADER) = L1_CACHE_ALIGN(128 + 176) = 320, so
 # 320 + 320 = 640 B (not a power of two: no extra line).
 SKB_SMALL_HEAD_CACHE_SIZE = 640
+# mm/memcontrol.c obj_full_size(): an accounted object is charged its slab size plus the obj_cgroup pointer
+OBJCG_PTR = 8
 
 
 def skb_data_align(n: int) -> int:
@@ -70,7 +75,8 @@ def skb_data_align(n: int) -> int:
 
 
 class Skb:
-    __slots__ = ("len", "head_len", "frags", "truesize", "consumed", "writer_cpu", "skb_slab", "head_slab")
+    __slots__ = ("len", "head_len", "frags", "truesize", "consumed", "writer_cpu", "skb_slab", "head_slab",
+                 "head_charge")
 
     def __init__(
         self, head_len: int, length: int, frags: list[tuple[int, int, bool]], truesize: int, writer_cpu: int,
@@ -84,6 +90,7 @@ class Skb:
         self.writer_cpu = writer_cpu
         self.skb_slab = skb_slab  # the slab the struct sk_buff came from
         self.head_slab = head_slab  # the slab of the linear head
+        self.head_charge = 0  # bytes the head charged to the memcg (obj_full_size), 0 when not accounted
 
 
 def skbuff_head_cache(system: Any) -> KmemCache:
@@ -117,8 +124,11 @@ def alloc_skb_with_frags(
     pending += system.counters.busy(task.cpu, "alloc_skb_with_frags", ns, ins)
     # __alloc_skb: kmem_cache_alloc_node(skbuff_head_cache), then kmalloc_reserve of the head
     skb_slab, pending = yield from slub.slab_alloc_node(task, skbuff_head_cache(system), pending)
+    pending += memcg_kmem.charge_object(task, system, SKB_STRUCT_SIZE + OBJCG_PTR)  # __GFP_ACCOUNT (af_unix)
     head_cache = kmalloc_reserve_cache(system, header_len)
     head_slab, pending = yield from slub.slab_alloc_node(task, head_cache, pending)
+    head_charge = head_cache.size + OBJCG_PTR
+    pending += memcg_kmem.charge_object(task, system, head_charge)
     frags: list[tuple[int, int, bool]] = []
     truesize = SKB_STRUCT_SIZE + head_cache.object_size  # SKB_TRUESIZE(SKB_WITH_OVERHEAD(ksize))
     left = data_len
@@ -127,10 +137,13 @@ def alloc_skb_with_frags(
             order -= 1
         pfn, pending = yield from pa.alloc_pages_pfn(task, node, order, MIGRATE_UNMOVABLE, pending)
         frags.append((pfn, order, pa.last_alloc_hot))
+        pending += memcg_kmem.charge_page(task, system, order)  # __alloc_pages: __memcg_kmem_charge_page
         chunk = min(left, PAGE_SIZE << order)
         truesize += PAGE_SIZE << order
         left -= chunk
-    return Skb(header_len, header_len + data_len, frags, truesize, task.cpu, skb_slab, head_slab), pending
+    skb = Skb(header_len, header_len + data_len, frags, truesize, task.cpu, skb_slab, head_slab)
+    skb.head_charge = head_charge
+    return skb, pending
 
 
 def copy_ns(system: Any, cpu: int, nbytes: int, latency_ns: float) -> int:
@@ -195,9 +208,11 @@ def skb_release_data(task: Task, system: Any, skb: Skb, pending: int) -> Generat
     head). Returns busy ns not yet yielded."""
     pa = system.page_alloc
     for pfn, order, _ in skb.frags:
+        pending += memcg_kmem.uncharge_page(task, system, order)  # free_pages_prepare
         pending = yield from pa.free_pages(task, pfn, order, pending)
     skb.frags = []
     if skb.head_slab is not None:
+        pending += memcg_kmem.uncharge_object(task, system, skb.head_charge)  # __memcg_slab_free_hook
         pending = yield from system.slab.slab_free(task, skb.head_slab, pending)
         skb.head_slab = None
     return pending
@@ -206,6 +221,7 @@ def skb_release_data(task: Task, system: Any, skb: Skb, pending: int) -> Generat
 def kfree_skbmem(task: Task, system: Any, skb: Skb, pending: int) -> Generator[Any, Any, int]:
     """``kfree_skbmem``: ``kmem_cache_free(skbuff_head_cache, skb)`` on the consuming CPU."""
     if skb.skb_slab is not None:
+        pending += memcg_kmem.uncharge_object(task, system, SKB_STRUCT_SIZE + OBJCG_PTR)
         pending = yield from system.slab.slab_free(task, skb.skb_slab, pending)
         skb.skb_slab = None
     return pending

@@ -129,7 +129,9 @@ class BwUnix:
             yield s.counters.busy(t.cpu, "pipe_write", pipe_ns, pipe_ins)
             if ctl["waiter"] is not None:
                 w, ctl["waiter"] = ctl["waiter"], None
-                s.sched.wake_up(w)
+                ipi = s.sched.wake_up(w, waker_cpu=t.cpu)
+                if ipi:
+                    yield ipi
             yield from s.sched.user_return(t)
             done = 0
             while done < p["bytes"]:
