@@ -156,3 +156,56 @@ def test_spawn_with_delay_and_periodic(make_rig: Callable[[], Rig]) -> None:
 
 def iter_busy(r: Rig, cpu: int, ns: int) -> Generator[Any, Any, None]:
     yield r.counters.busy(cpu, "busy", ns)
+
+
+def test_a_wake_onto_an_idle_cpu_charges_the_waker_its_ipi(make_rig: Callable[[], Rig]) -> None:
+    # CostModel.wake_ipi_ns (the reschedule IPI smp_send_reschedule sends an idle CPU): 700 ns here
+    r = make_rig()
+    eng, sched, c = r.engine, r.sched, r.counters
+    sched.wake_ipi_ns = 700
+    log: Log = []
+    s, q, w = Task(1, "s", cpu=0), Task(2, "q", cpu=2), Task(3, "w", cpu=1)
+
+    def sleeper(t: Task) -> Generator[Any, Any, None]:
+        yield sched.sleep(t)
+        log.append((t.name, eng.now))
+
+    def waker() -> Generator[Any, Any, None]:
+        yield c.busy(1, "w", 100)
+        ipi = sched.wake_up(s, waker_cpu=1)  # CPU 0 idle: the IPI is the waker's
+        log.append(("ipi s", ipi))
+        yield ipi
+        ipi = sched.wake_up(q)  # no waker named (a workload's join): nobody is charged
+        log.append(("ipi q", ipi))
+
+    sched.spawn(s, sleeper(s))
+    sched.spawn(q, sleeper(q))
+    sched.spawn(w, waker())
+    eng.run()
+    # s woken at 100: runs at 100 + 5000 + 2000; the waker paid 700 ns on CPU 1, then woke q at 800
+    assert log == [("ipi s", 700), ("ipi q", 0), ("s", 7100), ("q", 7800)]
+    assert c.prof_ns[1] == {"w": 100, "smp_send_reschedule": 700}
+
+
+def test_no_ipi_for_a_busy_cpu_or_the_wakers_own(make_rig: Callable[[], Rig]) -> None:
+    r = make_rig()
+    eng, sched, c = r.engine, r.sched, r.counters
+    sched.wake_ipi_ns = 700
+    got: list[int] = []
+    a, b, busy = Task(1, "a", cpu=3), Task(2, "b", cpu=4), Task(3, "busy", cpu=4)
+
+    def sleeper(t: Task) -> Generator[Any, Any, None]:
+        yield sched.sleep(t)
+
+    def waker() -> Generator[Any, Any, None]:
+        yield c.busy(4, "w", 100)
+        got.append(sched.wake_up(b, waker_cpu=4))  # the waker's own CPU, busy (it runs): queued, no IPI
+        got.append(sched.wake_up(a, waker_cpu=3))  # a waker that names the target's own CPU: no IPI
+        yield c.busy(4, "w", 10)
+
+    sched.spawn(a, sleeper(a))
+    sched.spawn(b, sleeper(b))
+    sched.spawn(busy, waker(), delay=5)
+    eng.run()
+    assert got == [0, 0]
+    assert "smp_send_reschedule" not in c.prof_ns[3] and "smp_send_reschedule" not in c.prof_ns[4]

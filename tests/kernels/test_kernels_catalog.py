@@ -29,6 +29,8 @@ V312 = {
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
     "skb_small_head": "off",
+    "memcg_kmem": "v2",
+    "memcg_levels": "2",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",

@@ -438,3 +438,46 @@ def test_validate_suite_is_repeatable_and_comma_separated(
     assert main(["validate", "--suite", "primitives,bogus", "--machine", "tiny", "--json"]) == 2
     err = capsys.readouterr().err
     assert ran == [] and "--suite" in err and "bogus" in err and "caches" in err and err.count("\n") == 1
+
+
+def test_wake_ipi_is_the_wakers_cost_beyond_the_wake_path() -> None:
+    """The waker's FUTEX_WAKE of a sleeper on an idle CPU beyond an empty one (native/mb.c wakecost), minus
+    the try_to_wake_up path the model charges (800 cycles at the host's clock)."""
+    m0, _ = build_machine(RAW, detect_host())
+    ttwu = 800 / m0.freq_ghz
+    m, _ = build_machine({**RAW, "wake_cost_ns": _st(3000.0)}, detect_host())
+    assert m.cost.wake_ipi_ns == pytest.approx(3000.0 - ttwu, abs=0.01)
+    assert "FUTEX_WAKE of a task asleep on the other, idle CPU" in m.cost.sources["wake_ipi_ns"]
+    assert m0.cost.wake_ipi_ns == 0.0  # not measured: the bare-metal estimate, said so
+    low, notes = build_machine({**RAW, "wake_cost_ns": _st(ttwu * 1.01)}, detect_host())
+    assert low.cost.wake_ipi_ns == 0.0 and any(n.startswith("wake_ipi_ns: waker's wake-up cost") for n in notes)
+    assert yamlio.dict_to_machine(yamlio.machine_to_dict(m)) == m
+
+
+def test_the_reference_run_is_simulated_at_its_own_placement(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A placement case probes the CPU pair before each run; the fastest run's probe replaces the fields that
+    follow the placement in a copy of the calibration (native/validate.py at_placement)."""
+    from mmsim.machine import get_machine
+
+    probes = iter([{"line_xfer_ns": 120.0, "xcopy_line_ns": 5.0}, {"line_xfer_ns": 40.0, "xcopy_line_ns": 2.5,
+                   "futex_wake_ns": 6000.0, "wake_cost_ns": 3000.0}, {"line_xfer_ns": 120.0}])
+    monkeypatch.setattr(val, "probe_placement", lambda: next(probes))
+    runs = iter([3000.0, 4000.0, 3500.0])
+    monkeypatch.setattr(val, "run_native", lambda spec: {"metrics": {"bw": next(runs)}, "vmstat": {},
+                        "rusage": {"user_seconds": 1.0, "system_seconds": 0.0}, "sim": {"wall_seconds": 1.0}})
+    c = val.Case("bw_unix pairs=1", "lmbench/bw_unix", {"pairs": "1"}, "never", "bw", placement=True)
+    side = val._native(c, 3)
+    assert side.value == 4000.0 and side.placement == {"line_xfer_ns": 40.0, "xcopy_line_ns": 2.5,
+                                                       "futex_wake_ns": 6000.0, "wake_cost_ns": 3000.0}
+    assert len(side.placements) == 3
+    base = tmp_path / "h.yaml"
+    yamlio.save_machine(get_machine("tiny"), base)  # 1 GHz, ctx_switch_ns 2000
+    out = val.at_placement(str(base), side.placement, tmp_path / "p.yaml")
+    assert out is not None
+    c2 = yamlio.load_machine(out).cost
+    assert (c2.line_xfer_socket_ns, c2.line_hit_socket_ns, c2.copy_mlp) == (40.0, 40.0, 16.0)
+    assert (c2.wakeup_ns, c2.wake_ipi_ns) == (4000.0, 2200.0)  # 6000 - 2000; 3000 - 800 cycles at 1 GHz
+    assert "placement probe" in c2.sources["line_xfer_socket_ns"]
+    assert val.at_placement(str(base), {"xcopy_line_ns": 2.0}, tmp_path / "q.yaml") is None  # no hand-off
+    assert val.at_placement("tiny", side.placement, tmp_path / "r.yaml") is None  # a preset: not a file

@@ -1,0 +1,107 @@
+"""kmem charges to the memcg (mm/memcg_kmem.py; mm/memcontrol.c, mm/memcontrol-v1.c), exact on ``tiny``
+(1 GHz, in-socket line transfer 50 ns; CPUs 0 and 1 on node 0).
+
+Costs: a page charge is 120 cycles (``__memcg_kmem_charge_page``), an uncharge 100, an object charge 110,
+an object uncharge 90; each page-counter level is one atomic on its own line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from mmsim.engine.core import Task
+from mmsim.kernels import resolve
+from mmsim.machine import get_machine
+from mmsim.mm import memcg_kmem
+from mmsim.mm.system import System
+from mmsim.native import sysinfo
+
+
+def _system(version: str, levels: int = 2) -> System:
+    k = resolve("v6.6", overrides={"memcg_kmem": version, "memcg_levels": str(levels)})
+    return System(get_machine("tiny"), k, 0)
+
+
+def _on(s: System, cpu: int, f: Callable[[Task], int]) -> int:
+    """Run ``f`` as a task on ``cpu``; returns the ns it charged."""
+    out: list[int] = []
+
+    def body(t: Task) -> Generator[Any, Any, None]:
+        ns = f(t)
+        out.append(ns)
+        yield ns
+
+    t = Task(cpu, f"t{cpu}", cpu=cpu)
+    s.sched.spawn(t, body(t))
+    s.engine.run()
+    return out[0]
+
+
+def test_off_charges_nothing() -> None:
+    s = _system("off")
+    assert memcg_kmem.state(s) is None
+    assert _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 3)) == 0
+
+
+def test_v2_page_charges_come_from_the_stock_in_batches_of_64() -> None:
+    s = _system("v2")
+    st = memcg_kmem.state(s)
+    assert st is not None and len(st.memory) == 2 and st.kmem == []
+    def atomics() -> int:  # the lock_stat class (every level's counter) counts each atomic
+        return st.memory[0].stat.acquisitions
+
+    # the first order-3 charge on CPU 1 refills the stock: 64 charged on both levels, 56 kept
+    _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 3))
+    assert (st.stock[1], st.charges, atomics()) == (56, 1, 2)
+    for _ in range(7):  # seven more come from the stock: no atomic
+        _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 3))
+    assert (st.stock[1], st.charges, atomics()) == (0, 1, 2)
+    _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 3))  # empty: a second batch
+    assert (st.stock[1], st.charges) == (56, 2)
+    # CPU 0 uncharges into its own stock and drains it once it holds more than 64 pages
+    for _ in range(8):
+        _on(s, 0, lambda t: memcg_kmem.uncharge_page(t, s, 3))
+    assert (st.stock[0], st.uncharges) == (64, 0)
+    _on(s, 0, lambda t: memcg_kmem.uncharge_page(t, s, 3))
+    assert (st.stock[0], st.uncharges, atomics()) == (0, 1, 6)
+
+
+def test_v1_charges_the_kmem_counters_every_time() -> None:
+    s = _system("v1", levels=3)
+    st = memcg_kmem.state(s)
+    assert st is not None and len(st.kmem) == 3
+    # the first charge: 120 ns + 3 memory-counter atomics + 3 kmem-counter atomics, each line moving
+    # from its home CPU 0 to CPU 1 (50 ns)
+    assert _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 0)) == 120 + 6 * 50
+    # from the stock: the kmem counters still take one atomic each, their lines now on CPU 1 (hits)
+    ns = _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 0))
+    assert (st.kmem[0].stat.acquisitions, st.memory[0].stat.acquisitions) == (6, 3)  # per class, all levels
+    assert 120 <= ns < 120 + 3 * 50
+    # the uncharge on CPU 0 pulls each kmem line back: 100 ns + 3 transfers
+    assert _on(s, 0, lambda t: memcg_kmem.uncharge_page(t, s, 0)) == 100 + 3 * 50
+
+
+def test_objects_charge_whole_pages_and_keep_the_rest_as_bytes() -> None:
+    s = _system("v2")
+    st = memcg_kmem.state(s)
+    assert st is not None
+    # a 4104-byte head (kmalloc-4k + the objcg pointer): 2 pages from the page stock, 4096 - 8 bytes kept
+    _on(s, 1, lambda t: memcg_kmem.charge_object(t, s, 4104))
+    assert (st.stock[1], st.obj_stock[1]) == (62, 4088)
+    _on(s, 1, lambda t: memcg_kmem.charge_object(t, s, 264))  # an sk_buff: from the byte stock
+    assert (st.stock[1], st.obj_stock[1]) == (62, 3824)
+    # freeing both on CPU 0: 4104 + 264 bytes, of which one whole page goes back to CPU 0's page stock
+    _on(s, 0, lambda t: memcg_kmem.uncharge_object(t, s, 4104))
+    assert (st.obj_stock[0], st.stock[0]) == (8, 1)
+    _on(s, 0, lambda t: memcg_kmem.uncharge_object(t, s, 264))
+    assert (st.obj_stock[0], st.stock[0]) == (272, 1)
+
+
+def test_the_host_memcg_from_proc_self_cgroup() -> None:
+    assert sysinfo.memcg("4:memory:/process_api/8a90\n0::/\n") == {"memcg_kmem": "v1", "memcg_levels": "3"}
+    assert sysinfo.memcg("7:cpu,memory:/a\n") == {"memcg_kmem": "v1", "memcg_levels": "2"}
+    assert sysinfo.memcg("0::/user.slice/user-0.slice/session-1.scope\n") == {"memcg_kmem": "v2",
+                                                                               "memcg_levels": "4"}
+    assert sysinfo.memcg("0::/\n") == {"memcg_kmem": "off"}
+    assert sysinfo.memcg("") == {}
