@@ -481,3 +481,6 @@ def test_the_reference_run_is_simulated_at_its_own_placement(
     assert "placement probe" in c2.sources["line_xfer_socket_ns"]
     assert val.at_placement(str(base), {"xcopy_line_ns": 2.0}, tmp_path / "q.yaml") is None  # no hand-off
     assert val.at_placement("tiny", side.placement, tmp_path / "r.yaml") is None  # a preset: not a file
+    assert val._placement_note(side, val.Side(5000.0), out) == (
+        "simulated at the reference run's placement (line_xfer 40.0 ns, xcopy_line 2.5 ns, futex_wake 6,000.0 ns, "
+        "wake_cost 3,000.0 ns); at the calibration before the case: 5,000")

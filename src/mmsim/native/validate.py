@@ -398,5 +398,21 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         "calibrated_before_case": at is not None,
         "simulated_before_case": before.value if placed else None,
         "placement": nat.placement, "placements": nat.placements or None,
-        "note": "; ".join(n for n in (nat.note, sim.note) if n),
+        "note": "; ".join(n for n in (nat.note, sim.note, _placement_note(nat, before, placed)) if n),
     }
+
+
+def _placement_note(nat: Side, before: Side, placed: str | None) -> str:
+    """What a placement case's verdict was simulated at (module docstring)."""
+    p = nat.placement
+    if not p:
+        return ""
+    got = ", ".join(f"{k.removesuffix('_ns')} {v:,.1f} ns" for k, v in p.items() if k.endswith("_ns"))
+    if not placed:
+        return f"reference run's placement probe: {got} (not applied: no calibration file)"
+    return (f"simulated at the reference run's placement ({got}); at the calibration before the case: "
+            f"{fmt(before.value)}")
+
+
+def fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
