@@ -98,6 +98,21 @@ def test_noisy_or_negative_wakeup_keeps_the_estimate() -> None:
     assert m.cost.wakeup_ns == base.cost.wakeup_ns and m.cost.sources["wakeup_ns"].startswith("estimate kept")
 
 
+def test_a_ping_pong_that_did_not_sleep_falls_back_to_the_measured_wake_latency() -> None:
+    """Session 17: on a fast vCPU pair the cross-CPU ping-pong measured 180 ns (its waits returned at once);
+    the wake-up of a task asleep on the idle CPU (native/mb.c wakelat) minus ctx_switch_ns is used instead."""
+    base = detect_host()
+    raw = {**RAW, "futex_wake_ns": _st(180.0), "wake_latency_ns": _st(8000.0)}
+    m, notes = build_machine(raw, base)
+    assert m.cost.wakeup_ns == 7000.0  # 8000 - the one-CPU 1000
+    assert "the ping-pong could not be used: cross-CPU hand-off 180 ns" in m.cost.sources["wakeup_ns"]
+    assert not any(n.startswith("wakeup_ns:") for n in notes)
+    m, notes = build_machine({**RAW, "futex_wake_ns": _st(180.0), "wake_latency_ns": _st(8000.0, low=0.4)}, base)
+    assert m.cost.wakeup_ns == base.cost.wakeup_ns and any(n.startswith("wakeup_ns:") for n in notes)  # noisy too
+    m, _ = build_machine({**RAW, "wake_latency_ns": _st(9000.0)}, base)  # the ping-pong slept: it is kept
+    assert m.cost.wakeup_ns == 5000.0
+
+
 def test_failed_line_measurement_keeps_the_estimate() -> None:
     base = detect_host()
     m, notes = build_machine({**RAW, "pairs": {"socket": {"cpus": [0, 1], "line_xfer_ns": None}}}, base)

@@ -36,7 +36,11 @@ How measurements become model fields (the simulator charges a 4 KiB fault as
   skb copies charge (net/skbuff.py ``copy_ns``).
 * ``ctx_switch_ns``: median of half a futex ping-pong round trip on one CPU.
 * ``wakeup_ns``: the same across two CPUs minus ``ctx_switch_ns``, kept only
-  when the difference is larger than the two measurements' spreads.
+  when the difference is larger than the two measurements' spreads. When the
+  ping-pong cannot be used (its two sides overlap on a fast vCPU pair, so its
+  waits return at once: medians of 100-200 ns seen in session 17), the time
+  from ``FUTEX_WAKE`` until a task asleep 20 µs on the other, idle CPU runs
+  (native/mb.c ``wakelat``) minus ``ctx_switch_ns``.
 * ``wake_ipi_ns``: the median time the waker spends in a ``FUTEX_WAKE`` of a task asleep
   on the other, idle CPU minus a ``FUTEX_WAKE`` that finds no waiter (native/mb.c
   ``wakecost``), minus the wake path the model already charges its callers
@@ -134,6 +138,8 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     out["futex_wake_ns"] = st.as_dict() if st else None
     st = mb.wake_cost_ns(other, c0) if other is not None else None  # the sleeper on ``other``, the waker on c0
     out["wake_cost_ns"] = st.as_dict() if st else None
+    st = mb.wake_latency_ns(other, c0) if other is not None else None
+    out["wake_latency_ns"] = st.as_dict() if st else None
     log("pointer-chase latency per cache level and DRAM")
     out["chase_ns"] = {}
     for name, nbytes in _chase_sizes(machine).items():
@@ -401,10 +407,11 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
     else:
         keep("ctx_switch_ns", "futex measurement failed or too noisy")
     wake: Any = raw.get("futex_wake_ns")
+    why = ""
     if wake is None:
-        keep("wakeup_ns", "one CPU only or measurement failed")
+        why = "one CPU only or measurement failed"
     elif not (_usable(wake) and _usable(ctx)):
-        keep("wakeup_ns", f"cross-CPU futex hand-off too noisy ({_desc(wake)})")
+        why = f"cross-CPU futex hand-off too noisy ({_desc(wake)})"
     else:
         wk = wake["median"] - ctx["median"]
         noise = (wake["median"] - wake["p10"]) + (ctx["median"] - ctx["p10"])
@@ -413,8 +420,17 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
             src["wakeup_ns"] = meas(f"futex ping-pong across CPUs, half round trip ({_desc(wake)}) minus "
                                     f"ctx_switch_ns ({ctx['median']:,.1f} ns)")
         else:
-            keep("wakeup_ns", f"cross-CPU hand-off {wake['median']:,.0f} ns minus one-CPU {ctx['median']:,.0f} ns "
-                 f"= {wk:,.0f} ns is within the spreads ({noise:,.0f} ns)")
+            why = (f"cross-CPU hand-off {wake['median']:,.0f} ns minus one-CPU {ctx['median']:,.0f} ns "
+                   f"= {wk:,.0f} ns is within the spreads ({noise:,.0f} ns)")
+    lat: Any = raw.get("wake_latency_ns")
+    if why and _usable(lat) and _usable(ctx) and lat["median"] - ctx["median"] > lat["median"] - lat["p10"]:
+        # the ping-pong did not sleep (its two sides overlapped: a wait that finds the word already changed
+        # returns at once), so take the wake-up of a task that has surely been asleep (native/mb.c wakelat)
+        cost["wakeup_ns"] = round(lat["median"] - ctx["median"], 2)
+        src["wakeup_ns"] = meas(f"FUTEX_WAKE until the task asleep on the other, idle CPU runs ({_desc(lat)}) minus "
+                                f"ctx_switch_ns ({ctx['median']:,.1f} ns); the ping-pong could not be used: {why}")
+    elif why:
+        keep("wakeup_ns", why)
     _wake_ipi(raw.get("wake_cost_ns"), m.freq_ghz, cost, src, keep, meas)
     sources = dict(m.sources)
     caches = _measured_caches(m, raw.get("chase_ns") or {}, notes, meas, sources, previous)

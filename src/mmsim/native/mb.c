@@ -9,6 +9,8 @@
  *                                       rep: rep stosq, orig: 8 movq per line) over a populated BYTES buffer
  *   mb wakecost CPU_A CPU_B SAMPLES ROUNDS  ns the waker on CPU_B spends in FUTEX_WAKE of a task asleep on idle
  *                                       CPU_A, minus a FUTEX_WAKE that finds no waiter (median of ROUNDS per sample)
+ *   mb wakelat CPU_A CPU_B SAMPLES ROUNDS   ns from the FUTEX_WAKE call on CPU_B until the task asleep on idle
+ *                                       CPU_A runs again in user space (median of ROUNDS per sample)
  * The c2c method is nviennot/core-to-core-latency's (compare-exchange ping-pong between pinned threads). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -82,6 +84,8 @@ static int cmp_double(const void *a, const void *b) {
  * thread 0 (CPU_A) sleeps on fword[1]; thread 1 (CPU_B) lets it settle 20 us, times FUTEX_WAKE, waits for the
  * ack, then times a FUTEX_WAKE on a word nobody waits on. Per sample: median(wake) - median(empty wake). */
 static _Alignas(64) int wack[16];
+static _Alignas(64) volatile uint64_t woke_at;
+static int wake_latency;  /* wakelat: per round, the sleeper's return from FUTEX_WAIT - the wake call */
 static void *wakecost_thread(void *arg) {
     int me = (int)(intptr_t)arg;
     pin(cpus[me]);
@@ -89,6 +93,7 @@ static void *wakecost_thread(void *arg) {
     if (me == 0) {
         for (long i = 0; i < total; i++) {
             while (__atomic_load_n(&fword[1], __ATOMIC_ACQUIRE) == 0) futex(&fword[1], FUTEX_WAIT_PRIVATE, 0);
+            woke_at = now_ns();
             __atomic_store_n(&fword[1], 0, __ATOMIC_RELAXED);
             __atomic_add_fetch(&wack[0], 1, __ATOMIC_RELEASE);
         }
@@ -105,13 +110,14 @@ static void *wakecost_thread(void *arg) {
             futex(&fword[1], FUTEX_WAKE_PRIVATE, 1);
             w[r] = (double)(now_ns() - t);
             while (__atomic_load_n(&wack[0], __ATOMIC_ACQUIRE) == a0) { }
+            if (wake_latency) w[r] = (double)(woke_at - t);
             t = now_ns();
             futex(&wack[8], FUTEX_WAKE_PRIVATE, 1);
             e[r] = (double)(now_ns() - t);
         }
         qsort(w, rounds, sizeof *w, cmp_double);
         qsort(e, rounds, sizeof *e, cmp_double);
-        out[s] = w[rounds / 2] - e[rounds / 2];
+        out[s] = wake_latency ? w[rounds / 2] : w[rounds / 2] - e[rounds / 2];
     }
     free(w);
     free(e);
@@ -357,7 +363,8 @@ int main(int argc, char **argv) {
         samples = atol(argv[4]); rounds = atol(argv[5]);
         out = calloc(samples, sizeof *out);
         rc = pair(!strcmp(argv[1], "c2c") ? c2c_thread : !strcmp(argv[1], "xcopy") ? xcopy_thread
-                  : !strcmp(argv[1], "wakecost") ? wakecost_thread : futex_thread);
+                  : !strcmp(argv[1], "wakecost") || (wake_latency = !strcmp(argv[1], "wakelat")) ? wakecost_thread
+                  : futex_thread);
     }
     for (long s = 0; s < samples && rc == 0; s++) printf("%.3f\n", out[s]);
     return rc;

@@ -240,6 +240,12 @@ def wake_cost_ns(cpu_a: int, cpu_b: int, samples: int = 11, rounds: int = 41) ->
     return _run(["wakecost", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
 
 
+def wake_latency_ns(cpu_a: int, cpu_b: int, samples: int = 11, rounds: int = 41) -> Stat | None:
+    """ns from ``FUTEX_WAKE`` on ``cpu_b`` until the task asleep on idle ``cpu_a`` runs again in user space (the
+    model's ``wakeup_ns`` + ``ctx_switch_ns``); per sample, the median of ``rounds``."""
+    return _run(["wakelat", str(cpu_a), str(cpu_b), str(samples), str(rounds)])
+
+
 def kernel_clear_variant(cpuinfo: str | None = None) -> str:
     """The ``clear_page`` the host kernel patches in (``arch/x86/include/asm/page_64.h``, ``clear_page()``'s
     ``alternative_call_2``: ERMS over REP_GOOD over the plain loop) from ``/proc/cpuinfo``'s flags:
