@@ -411,8 +411,8 @@ def _placement_note(nat: Side, before: Side, placed: str | None) -> str:
     if not placed:
         return f"reference run's placement probe: {got} (not applied: no calibration file)"
     return (f"simulated at the reference run's placement ({got}); at the calibration before the case: "
-            f"{fmt(before.value)}")
+            f"{_fmt(before.value)}")
 
 
-def fmt(v: float | None) -> str:
+def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
