@@ -136,3 +136,11 @@ def reproduce_once(exp_id: str, reproduce: Callable[[list[str]], list[Outcome]] 
             reproduce = rp.reproduce
         (_OUTCOMES[exp_id],) = reproduce([exp_id])
     return _OUTCOMES[exp_id]
+
+
+def remember(outcomes: list[Outcome]) -> None:
+    """Outcomes of a full-scale ``reproduce`` of several experiments (seed 0, the default mode), kept for
+    :func:`reproduce_once`: the README's ``mmsim reproduce`` (all of them) runs first in CI's slow step, and
+    its ``mmsim reproduce ID`` lines and tests/experiments' slow tests then reuse its runs."""
+    for o in outcomes:
+        _OUTCOMES.setdefault(o.id, o)

@@ -101,8 +101,10 @@ def test_readme_slow_commands_as_written(tmp_path: Path, monkeypatch: pytest.Mon
     # `mmsim reproduce ID` goes through the CLI as written (options, output, exit code); the experiment's
     # simulation is the session's one run of it (conftest.reproduce_once, shared with tests/experiments'
     # slow tests), so CI does not simulate it twice. Those shared runs are not put into this test's store.
+    # The README's first line, `mmsim reproduce` (all), runs them all once on the pool and its outcomes are
+    # kept (conftest.remember) for the `reproduce ID` lines and the experiments' slow tests.
     import mmsim.experiments.reproduce as rp
-    from conftest import reproduce_once
+    from conftest import remember, reproduce_once
 
     real = rp.reproduce
 
@@ -110,7 +112,10 @@ def test_readme_slow_commands_as_written(tmp_path: Path, monkeypatch: pytest.Mon
                exact: bool = False, workers: int | None = None) -> list[Any]:
         if ids and len(ids) == 1 and seed == 0 and not exact:
             return [reproduce_once(ids[0], real)]
-        return real(ids, seed, store, progress, exact, workers)
+        out = real(ids, seed, store, progress, exact, workers)
+        if seed == 0 and not exact:
+            remember(out)
+        return out
 
     monkeypatch.setattr(rp, "reproduce", shared)
     for c in commands():
