@@ -231,13 +231,19 @@ def _copy_mlp(pairs: dict[str, Any], cost: dict[str, Any], src: dict[str, str],
                                f"the hand-off measured just before ({d['median']:.1f} ns) / that = lines in flight")
 
 
+def ttwu_path_ns(ghz: float) -> float:
+    """The ``try_to_wake_up`` path the model charges a waker (mm/costs.py ``sock_def_readable``), in ns at
+    ``ghz``: what ``wake_ipi_ns`` leaves out of a measured wake-up cost."""
+    from mmsim.mm.costs import PATH_CYCLES
+
+    return PATH_CYCLES["sock_def_readable"][0] / ghz
+
+
 def _wake_ipi(d: Any, ghz: float, cost: dict[str, Any], src: dict[str, str],
               keep: Callable[[str, str], None], meas: Callable[[str], str]) -> None:
     """``wake_ipi_ns`` = the waker's extra time in a wake-up of a task on an idle CPU (native/mb.c ``wakecost``)
     minus the ``try_to_wake_up`` path the model charges the callers (module docstring)."""
-    from mmsim.mm.costs import PATH_CYCLES
-
-    ttwu = PATH_CYCLES["sock_def_readable"][0] / ghz
+    ttwu = ttwu_path_ns(ghz)
     if d is None:
         keep("wake_ipi_ns", "one CPU only or measurement failed")
     elif not _usable(d):

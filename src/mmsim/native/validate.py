@@ -267,7 +267,7 @@ def at_placement(base: str, probe: dict[str, float], out: Path) -> str | None:
     import dataclasses
 
     from mmsim.machine import yamlio
-    from mmsim.mm.costs import PATH_CYCLES
+    from mmsim.native.calibrate import ttwu_path_ns
 
     p = Path(base)
     if not (p.suffix in (".yaml", ".yml") and p.is_file()) or "line_xfer_ns" not in probe:
@@ -282,7 +282,7 @@ def at_placement(base: str, probe: dict[str, float], out: Path) -> str | None:
     if probe.get("xcopy_line_ns", 0) > 0 and x / probe["xcopy_line_ns"] >= 1.0:
         new["copy_mlp"] = round(x / probe["xcopy_line_ns"], 2)
         src["copy_mlp"] = f"native measurement: {when}: hand-off {x} ns / copied line {probe['xcopy_line_ns']} ns"
-    ipi = probe.get("wake_cost_ns", 0) - PATH_CYCLES["sock_def_readable"][0] / m.freq_ghz  # calibrate._wake_ipi
+    ipi = probe.get("wake_cost_ns", 0) - ttwu_path_ns(m.freq_ghz)  # as calibrate derives it
     if ipi > 0:
         new["wake_ipi_ns"] = round(ipi, 2)
         src["wake_ipi_ns"] = (f"native measurement: {when}: waker's FUTEX_WAKE of a sleeper on the idle CPU "
