@@ -122,9 +122,9 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     # 2^64 (3.8 GB in 60 s before) is now refused by -p parsing; 2^63 - 1 cycles: 1.25e15 simulated s of 9.2e9 s
     # accesses (131,072 in the warm-up, 4,096 in the batch that crosses the end)
     (["run", "pmbench", "-p", f"delay={2**63 - 1}", "-p", "duration=0.01"], ["estimated simulated time", "1.25e+15 s"]),
-    # 4.5e4 events estimated and > 150 s before: ~565 CPU s of page sampling
+    # 4.5e4 events estimated and > 150 s before: ~570 CPU s of page sampling (565) and first touches (5)
     (["run", "pmbench", "-p", "mapsize=1024", "-p", "setsize=1024", "-p", "jobs=8", "-p", "duration=10",
-      "-p", "sampling=page"], ["estimated wall time: invalid value '565 s'", "20,279 chunks of 262,144 pages"]),
+      "-p", "sampling=page"], ["estimated wall time: invalid value '570 s'", "20,279 chunks of 262,144 pages"]),
     # 3.3 GB in 60 s before (every spec built first): refused from the grid's size alone
     (["sweep", "lockstress", "-p", "tasks=1", "-r", "99999999999"], ["estimated memory", "1e+11 runs"]),
     (["compare", "lockstress", "-k", "v3.12", "-k", "v3.13", "-r", "99999999999"], ["estimated memory"]),

@@ -107,7 +107,11 @@ WALL_US_PER_EVENT: dict[str, float] = {
     "will-it-scale/page_fault3": 8.0,
     # tiny 4 tasks x 32m: 9.7 us
     "vm-scalability/shm-pread-seq": 10.0,
-    "pmbench": 120.0,
+    # per estimated event (an access batch of BATCH, 1.2 events; the estimate's batches assume LLC hits, so a
+    # set that misses runs fewer, dearer ones): measured 2026-12-03 13:00 UTC on the quiet VM, tiny, 2 jobs, the
+    # timed phase's extra CPU per extra event between 0.5 and 1.5 s runs: 471 us (4 MiB set) .. 736 us (256 MiB),
+    # 390-415 us per estimated event; CI stop 34 failed at 120 (64 MiB x 2 s: 0.32x)
+    "pmbench": 400.0,
     # tiny 2 pairs x 8m (1m messages): 27.6 us; 1 pair x 2m (32k): 29.3 us; icelake-6338-2s 16 pairs x 16m: 26.4 us
     "lmbench/bw_unix": 27.0,
     "lockstress": 1.5,
@@ -133,6 +137,13 @@ PAGED_PAGES_KNEE = 16384
 PAGED_BYTES_PER_PAGE = 160
 PAGED_FIXED_EVENTS = 4800
 PAGED_EVENTS_PER_CHUNK = 1.5
+# pmbench's first touches: host CPU per event as for the fault-driven workloads (measured 2026-12-03 on tiny,
+# 2 jobs, duration 1 ms: 180-228 us per 4 KiB page at ~9 events each, 16-1024 MiB sets, THP off), not
+# OTHER_EVENT_US's tick cost. With page sampling and THP, each chunk of the first touches redraws the whole set
+# while its faults advance simulated time: 12-31 us per page measured (16-1024 MiB), ~3-12 without sampling;
+# the difference per page:
+PMBENCH_FIRST_TOUCH_US_PER_EVENT = 21.0
+PAGED_FIRST_TOUCH_US_PER_PAGE = 17.0
 # lmbench: the simulated reader's and writer's msg-byte buffers (bw_unix.c valloc(XFERSIZE) in each)
 BW_UNIX_BUFFERS = 2
 
@@ -487,11 +498,17 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
     out.huge = p["jobs"] * npages * passes if numa else 0
     s, h = _faults(p["setsize"] << 20, policies.get("thp") == "always")
     out.small = int(batches)
-    out.extra_events += s * PMBENCH_FAULT_EVENTS[0] + h * PMBENCH_FAULT_EVENTS[1]  # the set's first touches
+    first = s * PMBENCH_FAULT_EVENTS[0] + h * PMBENCH_FAULT_EVENTS[1]  # the set's first touches
+    out.extra_events += first
+    out.extra_wall += first * (PMBENCH_FIRST_TOUCH_US_PER_EVENT - OTHER_EVENT_US) / 1e6
+    if paged and h:
+        out.extra_wall += npages * PAGED_FIRST_TOUCH_US_PER_PAGE / 1e6
     if p.get("initialize"):
         # -i: a write fault per page of the map, ~5.5 events each (measured: 1,453,813 events for 262,663
         # faults, a 1 GiB linear fill on cascadelake-optane-2s)
-        out.extra_events += (p["mapsize"] << 20) // PAGE * PMBENCH_FAULT_EVENTS[0]
+        init = (p["mapsize"] << 20) // PAGE * PMBENCH_FAULT_EVENTS[0]
+        out.extra_events += init
+        out.extra_wall += init * (PMBENCH_FIRST_TOUCH_US_PER_EVENT - OTHER_EVENT_US) / 1e6
     per_page = PAGED_BYTES_PER_PAGE if paged else (PAGE // 64) * PMBENCH_LINE_BYTES
     out.memory += npages * per_page + _slots(p["mapsize"] << 20) * NUMA_TABLE_BYTES
     out.what = "access batches and page faults"
@@ -500,7 +517,7 @@ def _pmbench(p: dict[str, Any], machine: Any, policies: dict[str, str], numa: bo
 # The multi-process window model (workloads/pmbench_lkp.py): per process and chunk (100 ms, or a scan period)
 # a few events; per scan up to 8 x scan_size_mb of PTE tables, ~2 events each. Host bytes per page of a map:
 # the dense NUMA arrays (present 1, nid 2, protnone 1, last_cpu 2, scan_ms 8), the struct page stamps (8), the
-# scanner's masks and the chunk's float temporaries (~40, estimate). Wall per event: the pmbench unit's 120 us is
+# scanner's masks and the chunk's float temporaries (~40, estimate). Wall per event: the pmbench unit's 400 us is
 # for access batches; these events are change_pte_range tables and chunks (~60 us, estimate).
 LKP_BYTES_PER_PAGE = 62
 LKP_US_PER_EVENT = 60.0
