@@ -72,6 +72,29 @@ def _munmap_line(r: RunResult, arm: str) -> str:
             f"(published: 11285 down_read_killable slowpath waits in the parent, 0 patched)")
 
 
+def _zap_chain_line(a: RunResult, b: RunResult, band_lo: float) -> str:
+    """What bounds the thread arms (docs/fault-front-half.md, session 11), from the runs' own numbers: every
+    mmap and munmap of the one mm takes ``mmap_lock`` for write, and a writer waits for the zap under way
+    (``__vm_munmap`` zaps under the downgraded read lock), so a round's ``nr_task`` zaps run one after
+    another; a thread's round lasts at least ``nr_task`` x the zap's read hold, which caps per_thread_ops
+    at ``pages per round / that`` whatever the fault path costs."""
+    zap_ns = _side(b, "R", "holdtime-avg")
+    n = int(b.params.get("nr_task", 0))
+    pages = int(b.params.get("memsize", 0)) // 4096
+    ta, tb = a.metrics["will-it-scale.per_thread_ops"], b.metrics["will-it-scale.per_thread_ops"]
+    if not (zap_ns and n and pages and ta):
+        return "zap chain: no zap hold measured"
+    cap = pages / (n * zap_ns / 1e9)
+    most = _change(ta, cap)
+    verdict = (f"below the band's +{band_lo:g}%: the chain of zaps, not the fault path, bounds the change"
+               if most < band_lo else "the band is reachable under this bound")
+    return (f"zap chain: {n} munmaps per round each zap {zap_ns / 1e6:.2f} ms under the read lock, one after "
+            f"another (each waits in down_write for the last), so a round lasts >= {n * zap_ns / 1e6:.1f} ms and "
+            f"per_thread_ops <= {cap:,.0f}; patched reaches {100 * tb / cap:.0f}% of it, parent "
+            f"{100 * ta / cap:.0f}%; the patch can gain at most {most:+.1f}% over this parent, {verdict} "
+            f"(published patched 458,520 implies a zap <= {pages / 458520 / n * 1e3:.2f} ms)")
+
+
 def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     a, b = res["parent"], res["patched"]
     pa, pb = res["parent/processes"], res["patched/processes"]
@@ -106,6 +129,7 @@ def _eval_shared(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     ]
     notes = [_lock_line(a, "threads, parent"), _lock_line(b, "threads, patched"),
              _munmap_line(a, "threads, parent"), _munmap_line(b, "threads, patched"),
+             _zap_chain_line(a, b, checks[0].band[0] if checks[0].band else 0.0),
              _lock_line(pa, "processes, parent"), _lock_line(pb, "processes, patched")]
     return checks, notes
 
