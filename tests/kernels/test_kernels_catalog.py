@@ -31,6 +31,7 @@ V312 = {
     "skb_small_head": "off",
     "memcg_kmem": "v2",
     "memcg_levels": "2",
+    "pgtable_account": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",
@@ -100,12 +101,14 @@ def test_v313_is_v312_plus_the_two_v313_patches() -> None:
 def test_later_releases_accumulate_patches() -> None:
     assert resolve("v3.12").policies["spinlock"] == "ticket"
     k = resolve("v4.13")
-    # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock.
+    # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock,
+    # v4.8 page tables charged to the memcg.
     assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
-                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7")
+                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7", "3e79ec7")
     assert k.policies == {
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
         "rwsem_spin_on_owner": "on", "spinlock": "queued", "mutex_osq": "on", "mutex_handoff": "on",
+        "pgtable_account": "on",
     }
     assert resolve("v4.14").policies == {**k.policies, "huge_clear_order": "target-last"}
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"

@@ -13,6 +13,7 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.kernels import resolve
 from mmsim.machine import get_machine
+from mmsim.metrics.events import VmEvent
 from mmsim.mm import memcg_kmem
 from mmsim.mm.system import System
 from mmsim.native import sysinfo
@@ -105,3 +106,94 @@ def test_the_host_memcg_from_proc_self_cgroup() -> None:
                                                                                "memcg_levels": "4"}
     assert sysinfo.memcg("0::/\n") == {"memcg_kmem": "off"}
     assert sysinfo.memcg("") == {}
+
+
+def _map_fault_unmap(s: System, npages: int, write: bool = True, unmap: bool = True, cpu: int = 0,
+                     v6: bool = True) -> tuple[int, int]:
+    """One task: map ``npages`` anonymous pages, fault each, then munmap (the v4.20+ ``vm_munmap`` or the
+    older ``do_munmap``); returns the page tables charged (net) after the faults and at the end."""
+    from mmsim.mm import memory
+    from mmsim.mm.mmap import MmStruct
+    from mmsim.mm.munmap import do_munmap, vm_munmap
+
+    mm = MmStruct(s, cpu)
+    t = Task(cpu, f"t{cpu}", cpu=cpu, mm=mm)
+    seen: list[int] = []
+
+    def net() -> int:
+        st = memcg_kmem.state(s)
+        return st.pgtable_charges if st is not None else 0
+
+    def body() -> Generator[Any, Any, None]:
+        vma = yield from mm.do_mmap(t, npages * 4096)
+        for addr in range(vma.start, vma.end, 4096):
+            if not mm.pgtables.pte_bitmap(addr >> 21)[(addr >> 12) & 511] and mm.pgtables.pmd.get(addr >> 21) != 2:
+                yield from memory.handle_mm_fault(t, mm, vma, addr, write)
+        seen.append(net())
+        if unmap:
+            if v6:
+                yield from vm_munmap(t, mm, vma, [cpu])
+            else:
+                yield from do_munmap(t, mm, vma, [cpu])
+        seen.append(net())
+
+    s.sched.spawn(t, body())
+    s.engine.run()
+    return seen[0], seen[1]
+
+
+def _pt_system(kernel: str, thp: str = "never", **over: str) -> System:
+    return System(get_machine("tiny"), resolve(kernel, overrides={"thp": thp, **over}), 0)
+
+
+def test_page_tables_are_charged_from_3e79ec7_v4_8() -> None:
+    """A first 4 KiB fault in a fresh mm makes a PMD table (__pmd_alloc) and a PTE table (__pte_alloc): two
+    charges with pgtable_account on (v4.13, v6.6), none before (v3.13). The munmap frees the PTE table (its
+    uncharge); the model keeps PMD tables for the mm's life."""
+    assert _map_fault_unmap(_pt_system("v3.13"), 4, v6=False) == (0, 0)
+    for kernel in ("v4.13", "v6.6"):
+        s = _pt_system(kernel)
+        assert s.policy("pgtable_account") == "on"
+        assert _map_fault_unmap(s, 4, v6=kernel == "v6.6") == (2, 1), kernel
+    s = _pt_system("v6.6", memcg_kmem="off")  # the root memcg: nothing charged
+    assert _map_fault_unmap(s, 4) == (0, 0) and memcg_kmem.state(s) is None
+
+
+def test_a_huge_fault_charges_its_deposited_table_and_the_zero_huge_page_none() -> None:
+    """4 MiB at an unaligned base: a 4 KiB head, one aligned 2 MiB region, a 4 KiB tail (514 faults). With
+    THP, the write fault of the aligned region charges pte_alloc_one's deposited table beside the PMD table
+    and the two PTE tables: 4; the munmap frees the PTE tables and zap_huge_pmd the deposit
+    (zap_deposited_table), leaving the PMD table. A read maps the huge zero page, which the model does
+    without a deposited table: 3, then 1."""
+    for unmap_v6 in (True, False):
+        s = _pt_system("v6.6", thp="always")
+        assert _map_fault_unmap(s, 1024, v6=unmap_v6) == (4, 1)
+        assert s.counters.vm_total()[VmEvent.THP_FAULT_ALLOC] == 1
+    s = _pt_system("v6.6", thp="always")
+    assert _map_fault_unmap(s, 1024, write=False) == (3, 1)
+    assert s.counters.vm_total()[VmEvent.THP_FAULT_ALLOC] == 0
+
+
+def test_page_table_charges_cost_what_a_kmem_page_charge_costs() -> None:
+    """On cgroup v1 with 3 levels, each table charge adds one atomic on every level's kmem counter
+    (memcg1_account_kmem) and each uncharge one more: a fault + munmap of one table and one PMD table on
+    CPU 0 makes 2 charges and 1 uncharge, 3 kmem atomics each; the memory counters take one batch of 64."""
+    s = _pt_system("v6.6", memcg_kmem="v1", memcg_levels="3")
+    assert _map_fault_unmap(s, 1) == (2, 1)
+    st = memcg_kmem.state(s)
+    assert st is not None
+    assert st.kmem[0].stat.acquisitions == 9  # one lock_stat class for the three levels' counters
+    assert (st.stock[0], st.charges) == (64 - 2 + 1, 1)
+
+
+def test_a_skip_takes_its_tables_from_the_stock() -> None:
+    s = _pt_system("v6.6")
+    st = memcg_kmem.state(s)
+    assert st is not None
+    memcg_kmem.skip_pgtables(s, 1, 3)  # empty stock: one batch, 61 left
+    assert (st.stock[1], st.charges, st.pgtable_charges) == (61, 1, 3)
+    memcg_kmem.skip_pgtables(s, 1, 61)
+    assert (st.stock[1], st.charges) == (0, 1)
+    memcg_kmem.skip_pgtables(s, 1, 1)
+    assert (st.stock[1], st.charges, st.pgtable_charges) == (63, 2, 65)
+    memcg_kmem.skip_pgtables(_pt_system("v3.13"), 1, 5)  # off before v4.8: nothing to keep

@@ -234,6 +234,12 @@ POLICIES: dict[str, Policy] = {
                "v1 (also the unbatched memcg->kmem page counters, memcg1_account_kmem)",
                "mm/memcontrol.c obj_cgroup_charge_pages(), refill_stock(); mm/memcontrol-v1.c "
                "memcg1_account_kmem()"),
+        Policy("pgtable_account", ("off", "on"),
+               "user page tables (pte_alloc_one, pmd_alloc_one, pud_alloc_one) allocated with __GFP_ACCOUNT and "
+               "charged to the task's memcg like any kmem page (3e79ec7 \"arch: x86: charge page tables to "
+               "kmemcg\", v4.8); needs memcg_kmem",
+               "arch/x86/mm/pgtable.c PGALLOC_GFP, __userpte_alloc_gfp; mm/page_alloc.c __alloc_pages() -> "
+               "__memcg_kmem_charge_page()"),
         _num("memcg_levels", "page counters charged per memcg charge: the task's memcg and each ancestor up to "
              "the root (page_counter_try_charge walks c->parent)", "mm/page_counter.c page_counter_try_charge()",
              1, 64, "cgroup nesting depth + 1; 64 is far beyond any real hierarchy"),
@@ -435,6 +441,10 @@ PATCHES: dict[str, Patch] = {
         Patch("94a3bfe4073c", "cacheinfo: calculate size of per-CPU data cache slice", {}, "v6.7"),
         Patch("362d37a106dd", "mm, pcp: reduce lock contention for draining high-order pages",
               {"pcp_free_high_batch": "llc"}, "v6.7"),
+        # Vladimir Davydov's kmemcg series (linux-mm 2016-05-23, [PATCH 6/8]; merged for v4.8 with
+        # "af_unix: charge buffers to kmemcg"); the short id as Balbir Singh's powerpc series cites it
+        # (linux-mm 2017-05-01, "Implement page table accounting for powerpc")
+        Patch("3e79ec7", "arch: x86: charge page tables to kmemcg", {"pgtable_account": "on"}, "v4.8"),
         Patch("bf9f1baa279f", "net: add dedicated kmem_cache for typical/small skb->head",
               {"skb_small_head": "on"}, "v6.3"),
         Patch("c79b57e462b5", "mm: hugetlb: clear target sub-page last when clearing huge page",
@@ -568,6 +578,7 @@ _V312 = {
     # mm/lru_anon.py assumes for the same runs (MEMCG_LEVELS); not pinned by the sources (estimate).
     "memcg_kmem": "v2",
     "memcg_levels": "2",
+    "pgtable_account": "off",
     "huge_clear_order": "sequential",
     "huge_copy_order": "sequential",
     "hugetlb_fault_hash": "private-by-mm",

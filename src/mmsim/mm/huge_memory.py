@@ -20,7 +20,7 @@ from typing import Any
 
 from mmsim.engine.core import Task
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import lru_anon
+from mmsim.mm import lru_anon, memcg_kmem
 from mmsim.mm import memory as _mem  # circular: memory.handle_mm_fault calls in here
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
@@ -71,11 +71,17 @@ def do_huge_pmd_anonymous_page(
     s.cache.bind(("H", id(mm), slot), s.page_alloc.last_pfn, HPAGE_PMD_ORDER)  # its cache state is the frame's
     # __do_huge_pmd_anonymous_page (v3.13): pte_alloc_one() first, then clear_huge_page()
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0, owner=owner)  # pte_alloc_one
+    ns = memcg_kmem.charge_pgtable(task, s)  # the deposited table is charged like any (3e79ec7, v4.8)
+    if ns:
+        yield ns
     yield from _mem.clear_huge_page(task, s, node, ("H", id(mm), slot), addr)
     lk = pt.pmd_lockptr(slot)
     yield lk.acquire(task)
     if slot in pt.pmd:  # raced: someone mapped it (pmd_none() false under the lock)
         lk.release(task)
+        ns = memcg_kmem.uncharge_pgtable(task, s)  # pte_free(mm, pgtable)
+        if ns:
+            yield ns
         return False
     ns, ins = path("__do_huge_pmd_anonymous_page", s.machine.freq_ghz)
     yield c.busy(cpu, "__do_huge_pmd_anonymous_page", ns, ins)

@@ -30,6 +30,15 @@ Each level's ``page_counter`` usage sits on its own cache line (``CACHELINE_PADD
 page_counter), an :class:`AtomicCounter` here, so a charge on one CPU and an uncharge on another move
 each level's line between them. One memcg, one objcg: the stocks always hold it.
 
+Page tables (policy ``pgtable_account``, 3e79ec7 "arch: x86: charge page tables to kmemcg", v4.8): x86's
+``pte_alloc_one``, ``pmd_alloc_one`` and ``pud_alloc_one`` allocate a user mm's tables with
+``GFP_KERNEL_ACCOUNT``, so each new table is a page charge (:func:`charge_pgtable`) and each freed one an
+uncharge (:func:`uncharge_pgtable`). Simplifications: the uncharge is made by the unmapping CPU when the
+table leaves the page tables (the kernel's comes at the page's free, after the TLB flush or the RCU
+batch); and this module's page stock and page counters are separate from mm/lru_anon.py's user-page ones
+(the kernel has one ``memcg_stock`` per CPU and one ``page_counter`` per level for both), so where a
+workload charges both, each stock refills at its own 64 pages (the same number of batches overall).
+
 Policy ``memcg_kmem``: ``off`` (the tasks are in the root memcg, which ``current_obj_cgroup`` does not
 charge), ``v2`` or ``v1`` (the cgroup version: only v1 has the unbatched kmem counters); policy
 ``memcg_levels``: page counters from the task's memcg up to the root. ``mmsim validate`` reads both for
@@ -62,7 +71,8 @@ SLAB_UNCHARGE_OBJ = (90, 80)
 class MemcgKmem:
     """One memcg's page counters and every CPU's charge stocks."""
 
-    __slots__ = ("version", "memory", "kmem", "stock", "obj_stock", "charges", "uncharges")
+    __slots__ = ("version", "memory", "kmem", "stock", "obj_stock", "charges", "uncharges", "pgtables",
+                 "pgtable_charges")
 
     def __init__(self, s: Any, version: str, levels: int) -> None:
         self.version = version
@@ -73,6 +83,8 @@ class MemcgKmem:
         self.obj_stock = [0] * ncpus  # obj_stock_pcp.nr_bytes
         self.charges = 0  # page counter batches charged (memory) and drained
         self.uncharges = 0
+        self.pgtables = s.policy("pgtable_account") == "on"
+        self.pgtable_charges = 0  # page tables charged, minus those uncharged
 
 
 def state(s: Any) -> MemcgKmem | None:
@@ -178,3 +190,39 @@ def uncharge_object(task: Task, s: Any, size: int) -> int:
         st.obj_stock[cpu] %= PAGE_SIZE
         ns += _uncharge_pages(task, s, st, nr_pages)
     return ns
+
+
+def charge_pgtable(task: Task, s: Any) -> int:
+    """A new user page table (``pte_alloc_one`` / ``pmd_alloc_one`` / ``pud_alloc_one``) with policy
+    ``pgtable_account`` on: its ``__memcg_kmem_charge_page``. Returns its ns (0 when not charged)."""
+    st = state(s)
+    if st is None or not st.pgtables:
+        return 0
+    st.pgtable_charges += 1
+    return charge_page(task, s, 0)
+
+
+def uncharge_pgtable(task: Task, s: Any) -> int:
+    """A user page table freed (``free_pgtables`` / ``zap_deposited_table`` → ``pte_free``): its
+    ``__memcg_kmem_uncharge_page``. Returns its ns."""
+    st = state(s)
+    if st is None or not st.pgtables:
+        return 0
+    st.pgtable_charges -= 1
+    return uncharge_page(task, s, 0)
+
+
+def skip_pgtables(s: Any, cpu: int, n: int) -> None:
+    """The state ``n`` page-table charges on ``cpu`` leave, without their time (a fast-forward skip's or a
+    set-up's functional part): the CPU's page stock, as :func:`mmsim.mm.lru_anon.skip_new_folios` keeps
+    its own."""
+    st = state(s)
+    if st is None or not st.pgtables or n <= 0:
+        return
+    st.pgtable_charges += n
+    for _ in range(n):
+        if st.stock[cpu] >= 1:
+            st.stock[cpu] -= 1
+        else:
+            st.stock[cpu] += MEMCG_CHARGE_BATCH - 1
+            st.charges += 1

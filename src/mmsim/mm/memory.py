@@ -21,7 +21,15 @@ from mmsim.engine.core import PARK, Task
 from mmsim.machine.hierarchy import subpage_range
 from mmsim.metrics.counters import PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import huge_memory, hugetlb, lru_anon, memory_file, mempolicy, vma_lock  # cycles: called at run time
+from mmsim.mm import (  # cycles: called at run time
+    huge_memory,
+    hugetlb,
+    lru_anon,
+    memcg_kmem,
+    memory_file,
+    mempolicy,
+    vma_lock,
+)
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PUD_SHIFT, note_pte_node, numa_arrays
@@ -277,6 +285,9 @@ def __pmd_alloc(task: Task, mm: MmStruct, pud_slot: int) -> Generator[Any, Any, 
     """mm/memory.c ``__pmd_alloc``: a new PMD table, linked under mm->page_table_lock."""
     s = mm.system
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, "pud", pud_slot))
+    ns = memcg_kmem.charge_pgtable(task, s)  # pmd_alloc_one: GFP_KERNEL_ACCOUNT since 3e79ec7 (v4.8)
+    if ns:
+        yield ns
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     lk = mm.page_table_lock
     yield lk.acquire(task)
@@ -294,6 +305,9 @@ def __pte_alloc(task: Task, mm: MmStruct, pmd_slot: int) -> Generator[Any, Any, 
     counted there."""
     s = mm.system
     yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(task.cpu), 0, owner=(mm, pmd_slot))
+    ns = memcg_kmem.charge_pgtable(task, s)  # pte_alloc_one: __userpte_alloc_gfp has __GFP_ACCOUNT (3e79ec7)
+    if ns:
+        yield ns
     yield from clear_user_pages(task, s, s.machine.cpu_node(task.cpu), 4096, "clear_page_erms")
     pt = mm.pgtables
     lk = pt.pmd_lockptr(pmd_slot)
@@ -554,6 +568,9 @@ def copy_page_range(task: Task, parent: MmStruct, child: MmStruct, vma: Vma) -> 
             cp.nr_pmd_tables += 1
         if state == PMD_HUGE:
             yield from s.page_alloc.alloc_pages(task, s.machine.cpu_node(cpu), 0)  # pte_alloc_one
+            ns = memcg_kmem.charge_pgtable(task, s)
+            if ns:
+                yield ns
             if slot in pp.zero_huge:
                 cp.zero_huge.add(slot)
             else:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mmsim.engine.core import PARK, Task
-from mmsim.mm import zap
+from mmsim.mm import memcg_kmem, zap
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct, Vma
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE
@@ -140,9 +140,14 @@ def do_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
             assert state == PMD_HUGE
             n = 1
             tlb.add(slot << PMD_SHIFT, 1 << PMD_SHIFT, False)
-            pt.zero_huge.discard(slot)
+            if slot in pt.zero_huge:
+                pt.zero_huge.discard(slot)
+            else:  # zap_huge_pmd -> zap_deposited_table: the deposited PTE table is freed
+                pending += memcg_kmem.uncharge_pgtable(task, s)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
+        if state == PMD_TABLE:  # free_pgtables -> free_pte_range -> pte_free_tlb
+            pending += memcg_kmem.uncharge_pgtable(task, s)
         pending += c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none)
         pending = yield from pa.free_owned(task, (mm, slot), pending)
     # flush_tlb_mm_range: the local flush, an IPI to every other CPU of the mm and the wait for its ack
@@ -221,6 +226,7 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         pt.shared.pop(slot, None)
         bits = None
         none = 0
+        deposit = 0  # zap_huge_pmd -> zap_deposited_table -> pte_free, under the PMD lock
         if state == PMD_TABLE:
             bm = pt.ptes.pop(slot, None)
             n = int(bm.sum()) if bm is not None else 0
@@ -238,14 +244,20 @@ def vm_munmap(task: Task, mm: MmStruct, vma: Vma, cpus: list[int]) -> Generator[
         else:
             n = 1  # zap_huge_pmd
             tlb.add(slot << PMD_SHIFT, 1 << PMD_SHIFT, False)
+            if slot not in pt.zero_huge:
+                deposit = memcg_kmem.uncharge_pgtable(task, s)
             pt.zero_huge.discard(slot)
             pt.wp_huge.discard(slot)
             pt.huge_node.pop(slot, None)
-        yield c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none)
+        yield c.busy(cpu, "unmap_page_range", zap_ns * n, zap_ins * n) + zap.scan_none(task, s, none) + deposit
         flush = False
         if bits is not None:
             flush = yield from zap.zap_file_ptes(task, s, mm, vma, slot, bits, miss_ns, cpus)
         lk.release(task)
+        if state == PMD_TABLE:  # free_pgtables -> free_pte_range -> pte_free_tlb (outside the PTE lock)
+            ns = memcg_kmem.uncharge_pgtable(task, s)
+            if ns:
+                yield ns
         if flush:
             tlb.reset()
             yield from zap.force_flush_tail(task, s)

@@ -69,7 +69,7 @@ from mmsim.errors import UserError
 from mmsim.machine.model import MemoryType
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES, PAGE_FAULTS
 from mmsim.metrics.events import VmEvent
-from mmsim.mm import memory
+from mmsim.mm import memcg_kmem, memory
 from mmsim.mm import migrate as mmigrate
 from mmsim.mm.costs import path
 from mmsim.mm.mmap import MmStruct
@@ -277,6 +277,7 @@ class LkpRun:
             pt.pmd[first + k] = PMD_TABLE
             pt.pud_present.add((first + k) >> (PUD_SHIFT - PMD_SHIFT))
         pt.nr_pte_tables += nslots
+        memcg_kmem.skip_pgtables(s, main.cpu, nslots)  # -i's tables, charged before the timed part
         # struct page lines of the map, flat, with per-table views for change_pte_range's touch_lines
         sp = np.full(nslots * PTRS_PER_PTE, -1e30)
         for k in range(nslots):

@@ -34,7 +34,7 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.metrics.events import VmEvent
 from mmsim.metrics.sampling import FastForward
-from mmsim.mm import memory
+from mmsim.mm import memcg_kmem, memory
 from mmsim.mm.costs import path
 from mmsim.mm.huge_memory import thp_applies
 from mmsim.mm.mmap import MmStruct
@@ -252,6 +252,7 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
         pa.take_functional(node, HPAGE_PMD_ORDER, k, t.cpu)
         # each huge fault's pte_alloc_one (the deposited PTE table), and the PMD tables
         pa.take_functional(node, 0, k + tables, t.cpu)
+        memcg_kmem.skip_pgtables(system, t.cpu, k + tables)
         return
     a = addr
     while a < end:
@@ -264,6 +265,7 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
         a = nxt
     pa.take_functional(node, 0, k + tables, t.cpu)
+    memcg_kmem.skip_pgtables(system, t.cpu, tables)
 
 
 register(ThpMemscale())

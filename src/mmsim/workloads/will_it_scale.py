@@ -24,7 +24,7 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.errors import UserError
 from mmsim.metrics.sampling import sim_now, t975
-from mmsim.mm import memory
+from mmsim.mm import memcg_kmem, memory
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.munmap import do_munmap
 from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE
@@ -451,10 +451,12 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
             pt.pud_present.add(pud)
             pt.nr_pmd_tables += 1
             pa.take_owned_functional(node, 0, (mm, "pud", pud), t.cpu)
+            memcg_kmem.skip_pgtables(s, t.cpu, 1)
         if slot not in pt.pmd:
             pt.pmd[slot] = PMD_TABLE
             pt.nr_pte_tables += 1
             pa.take_owned_functional(node, 0, (mm, slot), t.cpu)
+            memcg_kmem.skip_pgtables(s, t.cpu, 1)
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
         inode.dirty_tables.add((id(mm), slot))  # do_shared_fault's PTEs are dirty
         a = nxt
