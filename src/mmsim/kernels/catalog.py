@@ -574,7 +574,7 @@ _V312 = {
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
     "skb_small_head": "off",
-    # Tasks in a non-root cgroup v2 memcg two counters deep (the test's cgroup and its parent slice), as
+    # Tasks in a non-root cgroup v2 memcg two counters deep (the test's cgroup and the root's counter), as
     # mm/lru_anon.py assumes for the same runs (MEMCG_LEVELS); not pinned by the sources (estimate).
     "memcg_kmem": "v2",
     "memcg_levels": "2",

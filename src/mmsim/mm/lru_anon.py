@@ -36,8 +36,10 @@ from mmsim.locks.spinlock import Spinlock
 PAGEVEC_SIZE = 15  # include/linux/pagevec.h (v6.6)
 MEMCG_CHARGE_BATCH = 64  # include/linux/memcontrol.h
 LRU_LOCK_CLASS = "&lruvec->lru_lock"
-# estimate: levels of page counters charged per page: the test's cgroup and its parent slice (the root
-# memcg is not charged on cgroup v2); plausible 1-3
+# estimate: levels of page counters charged per page: page_counter_try_charge walks c->parent up to and
+# including the root memcg's counter (mm/page_counter.c), so a test cgroup directly under the root is 2, one
+# under a slice 3 (this VM's own: 3, native/sysinfo.memcg); plausible 2-4. (Sessions before 18 said the
+# root was not charged on cgroup v2: only try_charge's early return for tasks *in* the root memcg is.)
 MEMCG_LEVELS = 2
 # (cycles, instructions), estimates from the C bodies named:
 LRU_ADD_FN = (60, 60)  # lru_add_fn per folio: folio_set_lru, lruvec_add_folio, update_lru_size
