@@ -197,3 +197,36 @@ def test_a_skip_takes_its_tables_from_the_stock() -> None:
     memcg_kmem.skip_pgtables(s, 1, 1)
     assert (st.stock[1], st.charges, st.pgtable_charges) == (63, 2, 65)
     memcg_kmem.skip_pgtables(_pt_system("v3.13"), 1, 5)  # off before v4.8: nothing to keep
+
+
+def test_user_and_kmem_charges_share_one_stock_and_the_counters() -> None:
+    """mm/memcontrol.c try_charge_memcg: one memcg_stock per CPU and one page_counter per level, for a user
+    folio (mm/lru_anon.py mem_cgroup_charge) and a kmem page alike. A 4 KiB folio's charge refills CPU 1's
+    stock (64 on both levels: 2 atomics, 63 left); a page table's kmem charge then takes one of them (no
+    atomic); its uncharge gives it back. In the root memcg (memcg_kmem=off) nothing reaches a page counter."""
+    from mmsim.mm import lru_anon
+
+    s = _system("v2")
+    st = memcg_kmem.state(s)
+    lru = lru_anon.enable(s)
+    assert st is not None and lru.stock is st.stock and lru.counters is st.memory
+
+    def user(t: Task) -> Generator[Any, Any, None]:
+        yield from lru_anon.mem_cgroup_charge(t, s, 1)
+
+    t = Task(1, "t1", cpu=1)
+    s.sched.spawn(t, user(t))
+    s.engine.run()
+    assert (st.stock[1], st.memory[0].stat.acquisitions) == (63, 2)
+    _on(s, 1, lambda t: memcg_kmem.charge_page(t, s, 0))
+    assert (st.stock[1], st.memory[0].stat.acquisitions) == (62, 2)
+    _on(s, 1, lambda t: memcg_kmem.uncharge_page(t, s, 0))
+    assert (st.stock[1], st.memory[0].stat.acquisitions) == (63, 2)
+
+    s = _system("off")
+    lru = lru_anon.enable(s)
+    assert lru.counters == []
+    t = Task(1, "t1", cpu=1)
+    s.sched.spawn(t, user(t))
+    s.engine.run()
+    assert "memcg->memory.usage" not in s.locks.stats

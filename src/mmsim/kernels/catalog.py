@@ -574,8 +574,11 @@ _V312 = {
     "pcp_free_high": "off",
     "pcp_free_high_batch": "off",
     "skb_small_head": "off",
-    # Tasks in a non-root cgroup v2 memcg two counters deep (the test's cgroup and the root's counter), as
-    # mm/lru_anon.py assumes for the same runs (MEMCG_LEVELS); not pinned by the sources (estimate).
+    # Tasks in a non-root cgroup v2 memcg two counters deep: page_counter_try_charge walks c->parent up to
+    # and including the root's counter (mm/page_counter.c), so a test cgroup directly under the root is 2,
+    # one under a slice 3 (this VM: 3, native/sysinfo.memcg). Not pinned by the sources: estimate, plausible
+    # 2-4. mm/lru_anon.py's user-page charges use the same counters. (Before session 18 lru_anon had its own
+    # MEMCG_LEVELS = 2 and said the root was not charged on v2: only tasks *in* the root memcg are not.)
     "memcg_kmem": "v2",
     "memcg_levels": "2",
     "pgtable_account": "off",

@@ -32,15 +32,11 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.locks.rwsem import AtomicCounter
 from mmsim.locks.spinlock import Spinlock
+from mmsim.mm import memcg_kmem
 
 PAGEVEC_SIZE = 15  # include/linux/pagevec.h (v6.6)
 MEMCG_CHARGE_BATCH = 64  # include/linux/memcontrol.h
 LRU_LOCK_CLASS = "&lruvec->lru_lock"
-# estimate: levels of page counters charged per page: page_counter_try_charge walks c->parent up to and
-# including the root memcg's counter (mm/page_counter.c), so a test cgroup directly under the root is 2, one
-# under a slice 3 (this VM's own: 3, native/sysinfo.memcg); plausible 2-4. (Sessions before 18 said the
-# root was not charged on cgroup v2: only try_charge's early return for tasks *in* the root memcg is.)
-MEMCG_LEVELS = 2
 # (cycles, instructions), estimates from the C bodies named:
 LRU_ADD_FN = (60, 60)  # lru_add_fn per folio: folio_set_lru, lruvec_add_folio, update_lru_size
 LRU_DEL_FN = (60, 60)  # __page_cache_release per folio: lruvec_del_folio, __folio_clear_lru_flags
@@ -70,8 +66,13 @@ class AnonLru:
         self.batches: list[list[int]] = [[] for _ in range(m.ncpus)]
         self.activate: list[list[int]] = [[] for _ in range(m.ncpus)]  # cpu_fbatches.activate (nodes)
         self.nr_activated = 0
-        self.counters = [AtomicCounter(s.locks, "memcg->memory.usage", 0) for _ in range(MEMCG_LEVELS)]
-        self.stock = [0] * m.ncpus  # pages of this CPU's memcg stock
+        # One memcg_stock per CPU and one page_counter per level serve user and kmem charges alike
+        # (mm/memcontrol.c try_charge_memcg): mm/memcg_kmem.py's, whose policies (memcg_kmem, memcg_levels)
+        # say which memcg the tasks are in. In the root memcg (memcg_kmem=off) try_charge returns before
+        # any page counter: no levels.
+        k = memcg_kmem.state(s)
+        self.counters: list[AtomicCounter] = k.memory if k is not None else []
+        self.stock: list[int] = k.stock if k is not None else [0] * m.ncpus  # pages of each CPU's stock
         self.nr_lru = [0] * len(m.nodes)
         self.folios: dict[tuple[int, int], list[int]] = {}  # (id(mm), PMD slot) -> nodes of its LRU folios
 

@@ -35,9 +35,8 @@ Page tables (policy ``pgtable_account``, 3e79ec7 "arch: x86: charge page tables 
 ``GFP_KERNEL_ACCOUNT``, so each new table is a page charge (:func:`charge_pgtable`) and each freed one an
 uncharge (:func:`uncharge_pgtable`). Simplifications: the uncharge is made by the unmapping CPU when the
 table leaves the page tables (the kernel's comes at the page's free, after the TLB flush or the RCU
-batch); and this module's page stock and page counters are separate from mm/lru_anon.py's user-page ones
-(the kernel has one ``memcg_stock`` per CPU and one ``page_counter`` per level for both), so where a
-workload charges both, each stock refills at its own 64 pages (the same number of batches overall).
+batch). The page stock and the page counters are also mm/lru_anon.py's, for the user pages it charges
+(the kernel has one ``memcg_stock`` per CPU and one ``page_counter`` per level for both).
 
 Policy ``memcg_kmem``: ``off`` (the tasks are in the root memcg, which ``current_obj_cgroup`` does not
 charge), ``v2`` or ``v1`` (the cgroup version: only v1 has the unbatched kmem counters); policy
