@@ -47,9 +47,9 @@ def test_efa7df3e3bb5_faults_a_thp_per_iteration_at_the_same_address() -> None:
     # a THP goes to the LRU at once (large folio) and leaves it at unmap: 2 lru_lock rounds per iteration
     assert s.locks.stats["&lruvec->lru_lock"].acquisitions == 6
     # the PMD lock: set_pmd_at at the fault, zap_huge_pmd at the unmap; memcg: a THP charges and
-    # uncharges both page-counter levels directly; the page tables' kmem charges (3e79ec7: the PMD table and
-    # each iteration's deposited PTE table) take one batch of 64 on both levels, and their uncharges
-    # refill this CPU's stock
+    # uncharges both page-counter levels directly (no stock); the page tables' kmem charges (3e79ec7: the PMD
+    # table and each iteration's deposited PTE table) take one batch of 64 on both levels into this CPU's
+    # stock, and their uncharges give the pages back to it
     assert s.locks.stats["ptlock_ptr(pmd page)"].acquisitions == 6
     assert s.locks.stats["memcg->memory.usage"].acquisitions == 3 * (2 + 2) + 2
     assert st.nr_lru == [0, 0] and st.folios == {}
@@ -68,9 +68,9 @@ def test_d4148aeab412_faults_a_4k_page_and_frees_its_pte_table() -> None:
     assert s.locks.stats["ptlock_ptr(pte page)"].acquisitions == 6
     assert s.locks.stats["ptlock_ptr(pmd page)"].acquisitions == 3
     # memcg: the first 4 KiB charge refills the stock (64 pages, one page_counter per level), the rest
-    # come from it; every unmap uncharges on both levels; the page tables' kmem charges (the PMD table, each
-    # iteration's PTE table) take one batch of 64 of their own (mm/memcg_kmem.py's stock)
-    assert s.locks.stats["memcg->memory.usage"].acquisitions == 2 + 3 * 2 + 2
+    # come from it, and so do the page tables' kmem charges (the PMD table, each iteration's PTE table: one
+    # stock per CPU); every unmap uncharges on both levels
+    assert s.locks.stats["memcg->memory.usage"].acquisitions == 2 + 3 * 2
 
 
 def test_munmap_downgrades_mmap_lock() -> None:
