@@ -86,8 +86,10 @@ def _zap_chain_line(a: RunResult, b: RunResult, band_lo: float) -> str:
         return "zap chain: no zap hold measured"
     cap = pages / (n * zap_ns / 1e9)
     most = _change(ta, cap)
+    need = ta * (1 + band_lo / 100)
     verdict = (f"below the band's +{band_lo:g}%: the chain of zaps, not the fault path, bounds the change"
-               if most < band_lo else "the band is reachable under this bound")
+               if most < band_lo else
+               f"the band's +{band_lo:g}% needs patched >= {need:,.0f}, {100 * need / cap:.0f}% of the bound")
     return (f"zap chain: {n} munmaps per round each zap {zap_ns / 1e6:.2f} ms under the read lock, one after "
             f"another (each waits in down_write for the last), so a round lasts >= {n * zap_ns / 1e6:.1f} ms and "
             f"per_thread_ops <= {cap:,.0f}; patched reaches {100 * tb / cap:.0f}% of it, parent "
