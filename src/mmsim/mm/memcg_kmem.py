@@ -219,9 +219,10 @@ def skip_pgtables(s: Any, cpu: int, n: int) -> None:
     if st is None or not st.pgtables or n <= 0:
         return
     st.pgtable_charges += n
-    for _ in range(n):
-        if st.stock[cpu] >= 1:
-            st.stock[cpu] -= 1
-        else:
-            st.stock[cpu] += MEMCG_CHARGE_BATCH - 1
-            st.charges += 1
+    short = n - st.stock[cpu]
+    if short <= 0:
+        st.stock[cpu] -= n
+        return
+    refills = -(-short // MEMCG_CHARGE_BATCH)  # one batch of 64 each time the stock runs out
+    st.stock[cpu] = refills * MEMCG_CHARGE_BATCH - short
+    st.charges += refills
