@@ -137,12 +137,12 @@ PAGED_PAGES_KNEE = 16384
 PAGED_BYTES_PER_PAGE = 160
 PAGED_FIXED_EVENTS = 4800
 PAGED_EVENTS_PER_CHUNK = 1.5
-# pmbench's first touches: host CPU per event as for the fault-driven workloads (measured 2026-12-03 on tiny,
-# 2 jobs, duration 1 ms: 180-228 us per 4 KiB page at ~9 events each, 16-1024 MiB sets, THP off), not
+# pmbench's first touches: host CPU per event as anon-w-seq's faults (measured 2026-12-03 on tiny, 2 jobs,
+# duration 1 ms: 180-228 us per 4 KiB page at ~9 events each, 16-1024 MiB sets, THP off), not
 # OTHER_EVENT_US's tick cost. With page sampling and THP, each chunk of the first touches redraws the whole set
 # while its faults advance simulated time: 12-31 us per page measured (16-1024 MiB), ~3-12 without sampling;
 # the difference per page:
-PMBENCH_FIRST_TOUCH_US_PER_EVENT = 21.0
+PMBENCH_FIRST_TOUCH_US_PER_EVENT = WALL_US_PER_EVENT["vm-scalability/anon-w-seq"]
 PAGED_FIRST_TOUCH_US_PER_PAGE = 17.0
 # lmbench: the simulated reader's and writer's msg-byte buffers (bw_unix.c valloc(XFERSIZE) in each)
 BW_UNIX_BUFFERS = 2
