@@ -62,48 +62,65 @@ def test_vma_layout(tiny: Machine) -> None:
     s = _simulate(tiny, "v3.13")
     mm = s.workload_state["tasks"][0].mm
     got = [(v.name or "malloc", MMAP_BASE - v.start, v.size) for v in mm.vmas]
+    # each stack is split by its guard page's mprotect (glibc allocate_stack): the stack keeps the top
+    # S - 4096 bytes, the guard VMA (appended when the mprotect runs) its lowest page. Main's write to
+    # stack2's top page queues behind threads 0's and 1's malloc mmaps (v3.13 down_read behind a waiting
+    # writer), so their VMAs come before stack2's guard; the same for stack3's and thread 2's malloc.
+    # The threads' mallocs are mapped in thread order (session 18 and before: 1, 2, 3, 0, when main
+    # re-took mmap_sem ahead of every woken malloc).
+    g = 4096
     assert got == [
-        ("stack", S, S),  # stack0
-        ("stack", 2 * S, S),  # stack1
-        ("stack", 3 * S, S),  # stack2
-        ("malloc", 3 * S + M, M),  # malloc1
-        ("malloc", 3 * S + 2 * M, M),  # malloc2
-        ("stack", 4 * S + 2 * M, S),  # stack3
-        ("malloc", 4 * S + 3 * M, M),  # malloc3
-        ("malloc", 4 * S + 4 * M, M),  # malloc0
+        ("stack", S - g, S - g),  # stack0
+        ("stack guard", S, g),
+        ("stack", 2 * S - g, S - g),  # stack1
+        ("stack guard", 2 * S, g),
+        ("stack", 3 * S - g, S - g),  # stack2
+        ("malloc", 3 * S + M, M),  # malloc0
+        ("malloc", 3 * S + 2 * M, M),  # malloc1
+        ("stack guard", 3 * S, g),
+        ("stack", 4 * S + 2 * M - g, S - g),  # stack3
+        ("malloc", 4 * S + 3 * M, M),  # malloc2
+        ("stack guard", 4 * S + 2 * M, g),
+        ("malloc", 4 * S + 4 * M, M),  # malloc3
     ]
+    assert [MMAP_BASE - s.workload_state["buffers"][i + 1].start for i in range(4)] == [
+        3 * S + M, 3 * S + 2 * M, 4 * S + 3 * M, 4 * S + 4 * M]
 
 
 def test_page_fault_counts(tiny: Machine) -> None:
     # In pages mod 512 (2 MiB): MMAP_BASE ≡ 511, S ≡ 1, M = 1954 ≡ 418. Start offsets:
-    # malloc1 511 - 3 - 418 = 90; malloc2 511 - 3 - 836 ≡ 184 (above stack3: test_vma_layout);
-    # malloc3 511 - 4 - 1254 ≡ 277; malloc0 511 - 4 - 1672 ≡ 371. With 1954 pages each:
-    #   malloc1: 422 head pages, then 1532 pages = 2 full huge pages + 508 → 2 THP + 930 4K
-    #   malloc2: 328 head, 1626 = 3 huge + 90 → 3 THP + 418 4K; malloc3: 235 + 3 + 183 → 3 + 418;
-    #   malloc0: 141 + 3 + 277 → 3 + 418.
-    # Page faults = 2 + 930 + 3 × (3 + 418) = 2195; THP = 11.
+    # malloc0 511 - 3 - 418 = 90; malloc1 511 - 3 - 836 ≡ 184 (above stack3: test_vma_layout);
+    # malloc2 511 - 4 - 1254 ≡ 277; malloc3 511 - 4 - 1672 ≡ 371. With 1954 pages each:
+    #   malloc0: 422 head pages, then 1532 pages = 2 full huge pages + 508 → 2 THP + 930 4K
+    #   malloc1: 328 head, 1626 = 3 huge + 90 → 3 THP + 418 4K; malloc2: 235 + 3 + 183 → 3 + 418;
+    #   malloc3: 141 + 3 + 277 → 3 + 418.
+    # Page faults = 2 + 930 + 3 × (3 + 418) = 2195 by the threads; THP = 11. Main adds one 4 KiB fault
+    # per thread on the stack's top page (allocate_stack's struct pthread; no stack top is 2 MiB-aligned
+    # here: stack k ends at MMAP_BASE - k·S ≡ 511 - k pages mod 512): 2199.
     s = _simulate(tiny, "v3.13")
     mm = s.workload_state["tasks"][0].mm
-    mallocs = {cpu: v for cpu, v in zip((1, 2, 3, 0), [v for v in mm.vmas if not v.name], strict=True)}
+    mallocs = {tid - 1: v for tid, v in s.workload_state["buffers"].items()}  # thread i runs on CPU i
     split = {cpu: _split(v.start, v.end) for cpu, v in mallocs.items()}
     assert {cpu: (n, len(small)) for cpu, (n, small) in split.items()} == {
-        1: (2, 930), 2: (3, 418), 3: (3, 418), 0: (3, 418),
+        0: (2, 930), 1: (3, 418), 2: (3, 418), 3: (3, 418),
     }
     vm = s.counters.vm_total()
-    assert vm[VmEvent.PGFAULT] == 2195
+    assert vm[VmEvent.PGFAULT] == 2195 + 4
     assert vm[VmEvent.THP_FAULT_ALLOC] == 11
-    # Thread i faults on CPU i only: per-CPU counts match its own VMA.
+    # Thread i faults on CPU i only: per-CPU counts match its own VMA; main (CPU 0) adds the 4 stack tops.
     for cpu, (n, small) in split.items():
-        assert s.counters.vm[cpu][int(VmEvent.PGFAULT)] == n + len(small)
+        assert s.counters.vm[cpu][int(VmEvent.PGFAULT)] == n + len(small) + (4 if cpu == 0 else 0)
         assert s.counters.vm[cpu][int(VmEvent.THP_FAULT_ALLOC)] == n
     # Pages: 11 × (512 + deposited PTE table) + 2184 small pages + one PTE table per
     # 2 MiB slot holding small pages (adjacent mallocs share the slot at their seam)
-    # + one PMD table (all mallocs are in one 1 GiB PUD slot).
+    # + one PMD table (all mallocs and stacks are in one 1 GiB PUD slot), and the 4 stack-top pages with
+    # their PTE tables (stack3's top shares its 2 MiB slot with a malloc's small pages: 3 new tables).
     small_all = [a for _, sm in split.values() for a in sm]
-    pte_tables = len({a >> 21 for a in small_all})
-    assert pte_tables == 6
-    assert len({a >> 30 for a in small_all}) == 1
-    assert vm[VmEvent.PGALLOC_NORMAL] == 11 * 513 + 2184 + pte_tables + 1 == 7834
+    tops = [v.end - 4096 for v in mm.vmas if v.name == "stack"]
+    pte_tables = len({a >> 21 for a in small_all + tops})
+    assert len({a >> 21 for a in small_all}) == 6 and pte_tables == 9
+    assert len({a >> 30 for a in small_all + tops}) == 1
+    assert vm[VmEvent.PGALLOC_NORMAL] == 11 * 513 + 2184 + 4 + pte_tables + 1 == 7841
     pa = s.page_alloc
     assert pa.free_pages_count() + vm[VmEvent.PGALLOC_NORMAL] == 2 * 262_144
 
@@ -112,20 +129,20 @@ def test_page_fault_counts(tiny: Machine) -> None:
 def test_lock_acquisitions(tiny: Machine, kernel: str) -> None:
     s = _simulate(tiny, kernel)
     st = {name: x.acquisitions for name, x in s.locks.stats.items()}
-    # mmap_sem: 2195 faults (read) + 4 stacks + 4 mallocs (write).
-    assert st["&mm->mmap_sem"] == 2195 + 8
-    assert st["ptlock_ptr(pte page)"] == 2184  # one per 4 KiB fault (split PTE locks on both)
+    # mmap_sem: 2199 faults (read) + 4 stacks, 4 guard mprotects, 4 mallocs (write).
+    assert st["&mm->mmap_sem"] == 2199 + 12
+    assert st["ptlock_ptr(pte page)"] == 2188  # one per 4 KiB fault (split PTE locks on both)
     assert st["mm->rss_stat"] == 11  # add_mm_counter per THP fault
     if kernel == "v3.12":
-        # page_table_lock: 1 PMD table + 6 PTE tables + 11 huge PMDs.
-        assert st["&mm->page_table_lock"] == 1 + 6 + 11
+        # page_table_lock: 1 PMD table + 9 PTE tables + 11 huge PMDs.
+        assert st["&mm->page_table_lock"] == 1 + 9 + 11
         assert "ptlock_ptr(pmd page)" not in st and "mm->nr_ptes" not in st
     else:
         # v3.13: only __pmd_alloc takes page_table_lock; __pte_alloc takes pmd_lock()
         # (c4088ebdca64), the split PMD lock, as the 11 huge PMD faults do.
         assert st["&mm->page_table_lock"] == 1
-        assert st["ptlock_ptr(pmd page)"] == 6 + 11
-        assert st["mm->nr_ptes"] == 6 + 11  # __pte_alloc + huge PMD deposit
+        assert st["ptlock_ptr(pmd page)"] == 9 + 11
+        assert st["mm->nr_ptes"] == 9 + 11  # __pte_alloc + huge PMD deposit
     # zone->lock: one per order-9 block + one PCP refill per 31 order-0 pages per CPU.
     refills = 0
     for cpu in range(tiny.ncpus):
@@ -162,9 +179,9 @@ def test_same_seed_same_result() -> None:
     ff = {"ff_cycles", "ff_skipped_ops", "ff_window_ops", "ff_windows_discarded", "ff_skipped_seconds",
           "elapsed_ci95_seconds"}
     assert set(a["sim"]) == {"events", "wall_seconds", "simulated_seconds"} | ff
-    assert a["sim"]["ff_skipped_ops"] == 0  # 2,195 faults: too few for a window of 2,048 and a skip
+    assert a["sim"]["ff_skipped_ops"] == 0  # 2,199 faults: too few for a window of 2,048 and a skip
     assert _strip_wall(a) == _strip_wall(b)
-    assert a["perf"]["page-faults"] == 2195
+    assert a["perf"]["page-faults"] == 2199
     assert a["vmstat"]["thp_fault_alloc"] == 11
     assert a["command"] == "thp_memscale -C 0 -m 0 -c 4 -b 8000000"
     assert a["metrics"]["thp_memscale.elapsed_seconds"] == a["sim"]["simulated_seconds"]
@@ -173,6 +190,6 @@ def test_same_seed_same_result() -> None:
 @pytest.mark.usefixtures("use_tiny_preset")
 def test_thp_never_has_only_small_faults() -> None:
     r = run(RunSpec("thp_memscale", "tiny", "v3.13", policies={"thp": "never"}, params=PARAMS))
-    # Every page of the four 1954-page mallocs faults once.
-    assert r.perf["page-faults"] == 4 * 1954
+    # Every page of the four 1954-page mallocs faults once, and each stack's top page (main's write).
+    assert r.perf["page-faults"] == 4 * 1954 + 4
     assert r.vmstat["thp_fault_alloc"] == 0

@@ -59,8 +59,17 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # entry/exit (getppid: 119 ns) = 1,187 ns = 3,080 cycles at 2.596 GHz; other machines: plausible
     # 2,000-5,000 (was an estimate of 2,000). Instructions: taken equal to the cycles (IPC ~1).
     "do_mmap_pgoff": (3080, 3080),
-    # kernel/fork.c copy_process for CLONE_VM threads. estimate
-    "copy_process": (20000, 20000),
+    # kernel/fork.c clone → copy_process for a CLONE_VM thread + wake_up_new_task, as the parent pays it.
+    # Native measurement on the calibration host (2-vCPU AMD EPYC VM, kernel 6.18, 2026-12-03,
+    # benchmarks/native/pthread_create_parts.c): pthread_create with a caller-given stack whose top page is
+    # already mapped, the parent's thread CPU time, 6,773 ns (min of 5 x 256, timer removed) less the
+    # syscall entry/exit (getppid: 130 ns) = 6,643 ns = 17,245 cycles at 2.596 GHz (glibc's own few
+    # hundred instructions included); other machines: plausible 12,000-30,000 (was an estimate of 20,000).
+    "copy_process": (17245, 17245),
+    # mm/mprotect.c sys_mprotect → mprotect_fixup → split_vma of an untouched VMA's lowest page to
+    # PROT_NONE (glibc's thread-stack guard). Native measurement as copy_process: 1,143 ns less the
+    # syscall's 130 ns = 1,013 ns = 2,630 cycles; other machines: plausible 2,000-5,000, as do_mmap_pgoff.
+    "mprotect_fixup": (2630, 2630),
     # mm/hugetlb.c hugetlb_fault + hugetlb_no_page bookkeeping (page cache / rmap). estimate
     "hugetlb_no_page": (600, 600),
     # mm/hugetlb.c dequeue_huge_page_node under hugetlb_lock. estimate

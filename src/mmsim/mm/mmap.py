@@ -160,6 +160,24 @@ class MmStruct:
         yield self.mmap_sem.up_write(task)
         return vma
 
+    def mprotect_none_low(self, task: Task, vma: Vma, length: int) -> Generator[Any, Any, Vma]:
+        """``mprotect(vma->vm_start, length, PROT_NONE)`` of a private anonymous VMA's lowest
+        ``length`` bytes, as glibc's ``allocate_stack`` makes a thread stack's guard page
+        (mm/mprotect.c v3.13 ``sys_mprotect`` → ``mprotect_fixup`` → ``split_vma``): take mmap_sem
+        for write, split off the guard VMA (nothing is mapped there: the stack grows down from its
+        top), release. Returns the guard VMA; ``vma`` keeps the rest."""
+        length = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        if not 0 < length < vma.size:
+            raise ValueError(f"mprotect of {length} bytes of a {vma.size}-byte VMA: must leave some of it")
+        yield self.mmap_sem.down_write(task)
+        guard = Vma(vma.start, vma.start + length, name=f"{vma.name} guard" if vma.name else "guard")
+        vma.start += length
+        self.vmas.append(guard)
+        ns, ins = path("mprotect_fixup", self.system.machine.freq_ghz)
+        yield self.system.counters.busy(task.cpu, "mprotect_fixup", ns, ins)
+        yield self.mmap_sem.up_write(task)
+        return guard
+
     def do_mmap(self, task: Task, length: int, **flags: Any) -> Generator[Any, Any, Vma]:
         """``vm_mmap_pgoff``: take mmap_sem for write, place and link the VMA.
         A hugetlb VMA (``hugetlb=True``, length rounded up to 2 MiB) reserves

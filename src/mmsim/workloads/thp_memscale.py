@@ -1,8 +1,9 @@
 """thp_memscale (SGI / Alex Thorlton, used in the split-PMD-lock thread,
 seeds/001): ``thp_memscale -c THREADS -b BYTES [-C BASECPU]``.
 
-The main thread creates ``-c`` threads (``pthread_create``: an 8 MiB stack
-mmap and ``clone``); each thread pins itself to CPU ``basecpu + id``
+The main thread creates ``-c`` threads (``pthread_create``: glibc's
+``allocate_stack`` — an 8 MiB + 4 KiB stack mmap, the first write to its top
+page, the guard page's mprotect — and ``clone``); each thread pins itself to CPU ``basecpu + id``
 (``runon``), ``malloc(bytes)`` — above glibc's mmap threshold that is an
 anonymous ``mmap`` of bytes + 16 rounded up to pages, placed top-down and so
 generally not 2 MiB aligned — and then writes its whole buffer once,
@@ -47,7 +48,9 @@ from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 # branch; plausible 0.5-2 cycles, 1-3 instructions (the benchmark's source is not public)
 STORE_LOOP = (1.0, 2.0)
 
-STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB) + guard page
+STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB), mapped with its guard page
+GUARD_SIZE = 4096  # glibc's default guardsize: one page (pthread_attr_init)
+PAGE_SIZE = 4096
 MALLOC_HEADER = 16  # glibc chunk header of an mmapped chunk (2 * SIZE_SZ)
 # Fast mode (mmsim.metrics.sampling): detailed windows of FF_WINDOW_PER_THREAD faults per thread, then a
 # skip of FF_SKIP_RATIO x the window's simulated time; the first FF_WARM and last FF_TAIL faults of each
@@ -108,7 +111,7 @@ class ThpMemscale:
         mm = MmStruct(system, home_cpu=p["basecpu"])
         main.mm = mm
         system.sched.spawn(main, self._main(system, main, p))
-        system.workload_state = {"tasks": [], "done": 0, "n": n}
+        system.workload_state = {"tasks": [], "done": 0, "n": n, "buffers": {}}  # buffers: tid -> its VMA
         if not system.exact and p["mapping"] == "thp" and system.policy("numa_balancing") == "0":
             system.fast_forward = fault_fast_forward(system, n)
         system.start_vmstat_timer(lambda: main.state == "done")
@@ -119,7 +122,7 @@ class ThpMemscale:
         for i in range(p["threads"]):
             mm = main.mm if p["mode"] == "threads" else MmStruct(system, home_cpu=p["basecpu"] + i)
             if p["mode"] == "threads":
-                yield from main.mm.do_mmap(main, STACK_SIZE + 4096, name="stack")
+                yield from self._allocate_stack(main)
             ns, ins = path("copy_process", system.machine.freq_ghz)
             yield c.busy(main.cpu, "copy_process", ns, ins)
             t = Task(i + 1, f"thp_memscale/{i}", cpu=p["basecpu"] + i, mm=mm)
@@ -131,6 +134,19 @@ class ThpMemscale:
             yield system.sched.sleep(main)
         ff = system.fast_forward
         system.elapsed_ns = system.engine.now + (ff.skipped_ns if ff is not None else 0)
+
+    @staticmethod
+    def _allocate_stack(main: Task) -> Generator[Any, Any, None]:
+        """glibc's ``allocate_stack`` for a new thread's default stack (nptl/allocatestack.c, glibc 2.17,
+        before 2.27 reordered it): ``mmap`` the stack and its guard read-write, write the thread
+        descriptor (``struct pthread`` at the top, TLS_TCB_AT_TP) and ``_dl_allocate_tls``'s static TLS
+        block below it — main's first write to the stack's top page, a page fault — then ``mprotect`` the
+        lowest page PROT_NONE (the guard: a VMA split). Each step takes ``mmap_sem``: for write, for read
+        (the fault), for write. The descriptor's few stores are not charged (tens of cycles)."""
+        mm = main.mm
+        vma = yield from mm.do_mmap(main, STACK_SIZE + GUARD_SIZE, name="stack")
+        yield from memory.handle_mm_fault(main, mm, vma, vma.end - PAGE_SIZE)
+        yield from mm.mprotect_none_low(main, vma, GUARD_SIZE)
 
     def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         mm: MmStruct = t.mm
@@ -144,8 +160,9 @@ class ThpMemscale:
             start = vma.start + MALLOC_HEADER
             step = 4096
         end = start + p["bytes"]
-        yield from self._write_buffer(system, t, vma, start, end, step)
         st = system.workload_state
+        st["buffers"][t.tid] = vma
+        yield from self._write_buffer(system, t, vma, start, end, step)
         st["done"] += 1
         if st["done"] == p["threads"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
