@@ -54,6 +54,8 @@ class Vma:
     # vma->anon_vma is set (anon_vma_prepare on the first anonymous or COW page)
     vm_lock: Any = None
     anon_vma: bool = False
+    # PROT_NONE (no VM_READ | VM_WRITE | VM_EXEC): a thread stack's guard page (mprotect_none_low)
+    prot_none: bool = False
 
     @property
     def size(self) -> int:
@@ -170,7 +172,8 @@ class MmStruct:
         if not 0 < length < vma.size:
             raise ValueError(f"mprotect of {length} bytes of a {vma.size}-byte VMA: must leave some of it")
         yield self.mmap_sem.down_write(task)
-        guard = Vma(vma.start, vma.start + length, name=f"{vma.name} guard" if vma.name else "guard")
+        guard = Vma(vma.start, vma.start + length, name=f"{vma.name} guard" if vma.name else "guard",
+                    prot_none=True)
         vma.start += length
         self.vmas.append(guard)
         ns, ins = path("mprotect_fixup", self.system.machine.freq_ghz)

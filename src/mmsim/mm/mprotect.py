@@ -45,6 +45,8 @@ from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.metrics.events import VmEvent
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PTRS_PER_PTE, numa_arrays
 
+PAGE_SHIFT = 12
+
 NUMA_PTE_UPDATES = int(VmEvent.NUMA_PTE_UPDATES)
 LINE = 64
 PTES_PER_LINE = 8
@@ -164,23 +166,29 @@ def _ns(s: Any, cyc: float) -> float:
 
 
 def change_pte_range(
-    task: Task, mm: Any, slot: int, target_node: int, now_ms: float
+    task: Task, mm: Any, slot: int, target_node: int, now_ms: float, lo: int = 0, hi: int = PTRS_PER_PTE
 ) -> Generator[Any, Any, int]:
-    """One PTE table (``slot``) under its PTE lock; returns the PTEs updated.
-    Vectorised over the 512 PTEs; one busy period charged to ``change_pte_range``."""
+    """One PTE table (``slot``) under its PTE lock, its PTEs ``[lo, hi)`` (the part of the table inside
+    the range being changed: a table can hold the ends of two VMAs); returns the PTEs updated.
+    Vectorised over the PTEs; one busy period charged to ``change_pte_range``."""
     s = mm.system
     cpu = task.cpu
     pt = mm.pgtables
     present = pt.ptes.get(slot)
     nid, prot, _last, scan_ms = numa_arrays(pt, slot)
+    whole = lo == 0 and hi == PTRS_PER_PTE
+    if not whole:  # views: the updates below write through to the table's arrays
+        nid, prot, scan_ms = nid[lo:hi], prot[lo:hi], scan_ms[lo:hi]
+        present = present[lo:hi] if present is not None else None
     lk = pt.pte_lockptr(slot)
     yield lk.acquire(task)
     now = s.engine.now
-    pres = present if present is not None else np.zeros(PTRS_PER_PTE, dtype=bool)
+    pres = present if present is not None else np.zeros(hi - lo, dtype=bool)
     npresent = int(np.count_nonzero(pres))
-    # PTE lines: all 64 lines of the table are read in order.
+    # PTE lines: the range's lines of the table are read in order.
     pte_key = ("pte table", id(mm), slot)
-    pte_miss = touch_lines(s, cpu, pte_key, PTRS_PER_PTE // PTES_PER_LINE, _ALL_PTE_LINES, now)
+    lines = _ALL_PTE_LINES if whole else _ALL_PTE_LINES[lo // PTES_PER_LINE:(hi - 1) // PTES_PER_LINE + 1]
+    pte_miss = touch_lines(s, cpu, pte_key, PTRS_PER_PTE // PTES_PER_LINE, lines, now)
     # Which present PTEs look up their struct page.
     has_page = pres & (nid >= 0)  # vm_normal_page() is NULL for the zero page
     check = s.policy("numa_scan_check")
@@ -196,6 +204,8 @@ def change_pte_range(
         # disabled" (v6.6)
         eligible &= ~s.numa_toptier[np.maximum(nid, 0)]
     idx = np.flatnonzero(lookup)
+    if not whole:
+        idx = idx + lo  # struct page lines are indexed by the PTE's place in the table
     sp_miss = 0
     stall = 0.0
     if len(idx):
@@ -204,21 +214,21 @@ def change_pte_range(
         if sp_miss:
             # the memmap latency averaged over the looked-up pages' nodes (misses spread in proportion)
             by_node = _memmap_latency(s, cpu)
-            lat = float(by_node[nid[idx]].mean())
+            lat = float(by_node[nid[idx - lo]].mean())
             stall = sp_miss * lat / STRUCT_PAGE_MLP
     hits = len(idx) - sp_miss
     l3 = s.machine.caches[-1].latency_ns
     nupd = int(np.count_nonzero(eligible))
     cyc = (
         SCAN_TABLE[0]
-        + (PTRS_PER_PTE - npresent) * SCAN_PTE_NONE[0]
+        + (hi - lo - npresent) * SCAN_PTE_NONE[0]
         + npresent * SCAN_PTE_PRESENT[0]
         + len(idx) * SCAN_PAGE_CHECKS[0]
         + nupd * SCAN_PTE_UPDATE[0]
     )
     ins = (
         SCAN_TABLE[1]
-        + (PTRS_PER_PTE - npresent) * SCAN_PTE_NONE[1]
+        + (hi - lo - npresent) * SCAN_PTE_NONE[1]
         + npresent * SCAN_PTE_PRESENT[1]
         + len(idx) * SCAN_PAGE_CHECKS[1]
         + nupd * SCAN_PTE_UPDATE[1]
@@ -274,10 +284,13 @@ def change_prot_numa(task: Task, mm: Any, start: int, end: int, now_ms: float) -
     single = mm_users(s, mm) == 1
     target = s.machine.cpu_node(cpu) if single else -1
     pages = 0
-    for slot in range(start >> PMD_SHIFT, ((end - 1) >> PMD_SHIFT) + 1):
+    first, last = start >> PMD_SHIFT, (end - 1) >> PMD_SHIFT
+    for slot in range(first, last + 1):
         state = pt.pmd.get(slot)
         if state == PMD_TABLE:
-            pages += yield from change_pte_range(task, mm, slot, target, now_ms)
+            lo = (start >> PAGE_SHIFT) & (PTRS_PER_PTE - 1) if slot == first else 0
+            hi = (((end - 1) >> PAGE_SHIFT) & (PTRS_PER_PTE - 1)) + 1 if slot == last else PTRS_PER_PTE
+            pages += yield from change_pte_range(task, mm, slot, target, now_ms, lo, hi)
         elif state == PMD_HUGE:
             pages += yield from change_huge_pmd(task, mm, slot)
         if s.sched.cpus[cpu].need_resched:

@@ -225,7 +225,10 @@ def task_numa_work(task: Task, mm: Any) -> Generator[Any, Any, int]:
     yield s.counters.busy(task.cpu, "task_numa_work", int(ns / s.machine.freq_ghz) + 1, ins)
     s.numa_stats["scans"] += 1
     now_ms = now / MS
-    vmas = sorted((v for v in mm.vmas if v.anon and not v.hugetlb and _policy_mof(s, v)), key=lambda v: v.start)
+    # v5.4: skip !vma_migratable / !vma_policy_mof / hugetlb VMAs, and "inaccessible VMAs to avoid any
+    # confusion between PROT_NONE and NUMA hinting ptes" (a thread stack's guard page)
+    vmas = sorted((v for v in mm.vmas if v.anon and not v.hugetlb and not v.prot_none and _policy_mof(s, v)),
+                  key=lambda v: v.start)
     start = st.scan_offset
     todo = [v for v in vmas if v.end > start]
     if not todo:

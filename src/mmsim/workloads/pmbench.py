@@ -61,12 +61,12 @@ from mmsim.errors import UserError
 from mmsim.machine.model import MemoryType
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.mm import memory
-from mmsim.mm.costs import path
 from mmsim.mm.mempolicy import make_policy, set_vma_policy
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.mprotect import mem_latency_ns
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, dense_numa
 from mmsim.sched import numa_balancing
+from mmsim.workloads import libc
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 from mmsim.workloads.pmbench_pattern import (
     irwin_hall_cdf,
@@ -383,8 +383,7 @@ class Pmbench:
         st["scratch"] = np.zeros(npages * LINES_PER_PAGE, dtype=np.int32)  # duplicate detection in a batch
         tasks = []
         for i in range(p["jobs"]):
-            ns, ins = path("copy_process", system.machine.freq_ghz)
-            yield system.counters.busy(main.cpu, "copy_process", ns, ins)
+            yield from libc.pthread_create(system, main)  # glibc: the stack's mmap, fault, mprotect; clone
             t = Task(i + 1, f"pmbench/{i}", cpu=p["basecpu"] + i, mm=mm)
             if numa_balancing.enabled(system):
                 numa_balancing.init_task(system, t, mm)

@@ -76,7 +76,7 @@ from mmsim.mm.mmap import MmStruct
 from mmsim.mm.mprotect import mem_latency_ns, memmap_node
 from mmsim.mm.pgtable import PMD_SHIFT, PMD_TABLE, PTRS_PER_PTE, PUD_SHIFT, dense_numa
 from mmsim.sched import numa_balancing as nb
-from mmsim.workloads import pmbench_scan
+from mmsim.workloads import libc, pmbench_scan
 
 PAGE = 4096
 LINE = 64
@@ -283,8 +283,7 @@ class LkpRun:
         for k in range(nslots):
             s.line_stamps[("struct page", id(mm), first + k)] = sp[k * PTRS_PER_PTE:(k + 1) * PTRS_PER_PTE]
         pr.update(dense=dense, page0=page0, sp=sp, vma=vma)
-        ns, ins = path("copy_process", s.machine.freq_ghz)
-        yield s.counters.busy(main.cpu, "copy_process", ns, ins)
+        yield from libc.pthread_create(s, main)  # glibc: the stack's mmap, fault, mprotect; clone
         t = Task(2 * pr["id"] + 1, f"pmbench.{pr['id']}/0", cpu=pr["cpu"], mm=mm)
         pr["worker"] = t
         if numa_on:

@@ -41,6 +41,7 @@ from mmsim.mm.huge_memory import thp_applies
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.page_alloc import HPAGE_PMD_ORDER
 from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE, PUD_SHIFT
+from mmsim.workloads import libc
 from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 
 # estimate: (cycles, instructions) per 8-byte word of the buffer-writing loop with the line cached: one
@@ -48,9 +49,6 @@ from mmsim.workloads.base import ParamInfo, parse_choice, parse_int, register
 # branch; plausible 0.5-2 cycles, 1-3 instructions (the benchmark's source is not public)
 STORE_LOOP = (1.0, 2.0)
 
-STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB), mapped with its guard page
-GUARD_SIZE = 4096  # glibc's default guardsize: one page (pthread_attr_init)
-PAGE_SIZE = 4096
 MALLOC_HEADER = 16  # glibc chunk header of an mmapped chunk (2 * SIZE_SZ)
 # Fast mode (mmsim.metrics.sampling): detailed windows of FF_WINDOW_PER_THREAD faults per thread, then a
 # skip of FF_SKIP_RATIO x the window's simulated time; the first FF_WARM and last FF_TAIL faults of each
@@ -122,9 +120,10 @@ class ThpMemscale:
         for i in range(p["threads"]):
             mm = main.mm if p["mode"] == "threads" else MmStruct(system, home_cpu=p["basecpu"] + i)
             if p["mode"] == "threads":
-                yield from self._allocate_stack(main)
-            ns, ins = path("copy_process", system.machine.freq_ghz)
-            yield c.busy(main.cpu, "copy_process", ns, ins)
+                yield from libc.pthread_create(system, main)
+            else:  # fork: copy_process of a process (its mm copied apart, MmStruct above)
+                ns, ins = path("copy_process", system.machine.freq_ghz)
+                yield c.busy(main.cpu, "copy_process", ns, ins)
             t = Task(i + 1, f"thp_memscale/{i}", cpu=p["basecpu"] + i, mm=mm)
             st["tasks"].append(t)
             system.sched.spawn(t, self._thread(system, t, p))
@@ -134,19 +133,6 @@ class ThpMemscale:
             yield system.sched.sleep(main)
         ff = system.fast_forward
         system.elapsed_ns = system.engine.now + (ff.skipped_ns if ff is not None else 0)
-
-    @staticmethod
-    def _allocate_stack(main: Task) -> Generator[Any, Any, None]:
-        """glibc's ``allocate_stack`` for a new thread's default stack (nptl/allocatestack.c, glibc 2.17,
-        before 2.27 reordered it): ``mmap`` the stack and its guard read-write, write the thread
-        descriptor (``struct pthread`` at the top, TLS_TCB_AT_TP) and ``_dl_allocate_tls``'s static TLS
-        block below it — main's first write to the stack's top page, a page fault — then ``mprotect`` the
-        lowest page PROT_NONE (the guard: a VMA split). Each step takes ``mmap_sem``: for write, for read
-        (the fault), for write. The descriptor's few stores are not charged (tens of cycles)."""
-        mm = main.mm
-        vma = yield from mm.do_mmap(main, STACK_SIZE + GUARD_SIZE, name="stack")
-        yield from memory.handle_mm_fault(main, mm, vma, vma.end - PAGE_SIZE)
-        yield from mm.mprotect_none_low(main, vma, GUARD_SIZE)
 
     def _thread(self, system: Any, t: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         mm: MmStruct = t.mm

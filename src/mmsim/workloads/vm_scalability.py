@@ -68,6 +68,7 @@ from mmsim.mm.user_loops import (
     USEMEM_RANDOM_LOOP,  # per-word costs, sourced in mm/user_loops.py
     fault_user_ns,
 )
+from mmsim.workloads import libc
 from mmsim.workloads.base import ParamInfo, parse_int, register
 
 # usemem.c do_rw_once: runtime_exceeded() is checked when !(i & 0xffff)
@@ -516,11 +517,9 @@ class UsememThreadsCase(UsememCase):
 
     def _main_threads(self, system: Any, main: Task, p: dict[str, Any]) -> Generator[Any, Any, None]:
         st = system.workload_state
-        c = system.counters
         st["start"] = system.engine.now
         for i in range(st["nr"]):
-            ns, ins = path("copy_process", system.machine.freq_ghz)  # pthread_create: clone(CLONE_VM)
-            yield c.busy(main.cpu, "copy_process", ns, ins)
+            yield from libc.pthread_create(system, main)  # glibc: the stack's mmap, fault, mprotect; clone
             t = Task(i + 1, f"usemem/{i}", cpu=st["cpus"][i], mm=main.mm)
             st["children"].append(t)
             system.sched.spawn(t, self._thread(system, t, p))
