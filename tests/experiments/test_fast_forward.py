@@ -39,9 +39,14 @@ def _strip_wall(d: dict[str, Any]) -> dict[str, Any]:
 def test_fast_agrees_with_exact_within_2_percent() -> None:
     exact, fast = _pair()
     assert "ff_skipped_ops" not in exact.sim  # --exact: no controller at all
-    assert fast.sim["ff_skipped_ops"] > 0.8 * fast.perf["page-faults"]  # the fast mode did skip
-    assert fast.sim["events"] < 0.3 * exact.sim["events"]
-    assert fast.perf["page-faults"] == exact.perf["page-faults"] == 8 * 3907  # ceil(16,000,016 / 4096) pages per thread
+    # the fast mode did skip: more than 80% of the faults until session 18; since session 19's glibc
+    # pthread_create the threads start one by one (main's write to each new stack waits behind the woken
+    # mallocs), fewer windows find every thread in its steady region: measured 16,256 of 31,264 skipped,
+    # 91,862 events against 191,113 exact (0.48)
+    assert fast.sim["ff_skipped_ops"] > 0.5 * fast.perf["page-faults"]
+    assert fast.sim["events"] < 0.5 * exact.sim["events"]
+    # ceil(16,000,016 / 4096) pages per thread, and main's write to each stack's top page
+    assert fast.perf["page-faults"] == exact.perf["page-faults"] == 8 * 3907 + 8
     el_e = exact.metrics["thp_memscale.elapsed_seconds"]
     el_f = fast.metrics["thp_memscale.elapsed_seconds"]
     assert _rel(el_e, el_f) < 0.02
@@ -57,9 +62,10 @@ def test_fast_agrees_with_exact_within_2_percent() -> None:
     # zone->lock: ~1,000 PCP refills in the whole run (0.5% of CPU time), ~130 per window; its contention
     # depends on the threads' refill phases, so the sampling error is large: measured 0.50% -> 0.31% until
     # session 16, 0.106% -> 0.201% (+90%) since the woken writer races for mmap_sem (the threads start their
-    # loops in another order). It is not a banded metric of any reproduce experiment; the limit records the
-    # measured error: fast mode does not sample this share.
-    assert _rel(exact.lock_wait_share("&zone->lock"), fast.lock_wait_share("&zone->lock")) < 1.0
+    # loops in another order), 0.029% -> 0.070% (+142%) since session 19's staggered start. It is not a
+    # banded metric of any reproduce experiment; the limit records the measured error: fast mode does not
+    # sample this share.
+    assert _rel(exact.lock_wait_share("&zone->lock"), fast.lock_wait_share("&zone->lock")) < 1.5
 
 
 @pytest.mark.usefixtures("use_tiny_preset")
@@ -202,7 +208,7 @@ def test_anon_w_seq_mt_fast_agrees_with_exact() -> None:
     assert fast.sim["ff_skipped_ops"] > 0.5 * 32768
     k = "vm-scalability.throughput"
     assert _rel(exact.metrics[k], fast.metrics[k]) < 0.02
-    assert fast.vmstat["pgfault"] == exact.vmstat["pgfault"] == 32768
+    assert fast.vmstat["pgfault"] == exact.vmstat["pgfault"] == 32768 + 8  # + each stack top (allocate_stack)
     assert fast.vmstat["pgalloc_normal"] == exact.vmstat["pgalloc_normal"]
 
 
