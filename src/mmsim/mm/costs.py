@@ -66,6 +66,13 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # syscall entry/exit (getppid: 130 ns) = 6,643 ns = 17,245 cycles at 2.596 GHz (glibc's own few
     # hundred instructions included); other machines: plausible 12,000-30,000 (was an estimate of 20,000).
     "copy_process": (17245, 17245),
+    # kernel/fork.c fork() of a small process (a few MiB mapped: its binary, libc, stacks) as the parent pays
+    # it: copy_process with dup_mm/dup_mmap and its page-table copy, the child's wake-up. Native measurement
+    # as copy_process (benchmarks/native/pthread_create_parts.c "fork"): minimum of 64 forks per run, five
+    # runs 45,305-57,339 ns, median 48,542 less the syscall's 120 = 48,422 ns = 125,700 cycles at 2.596 GHz.
+    # A benchmark's own populated mappings are copied apart (memory.copy_page_range). Other machines:
+    # plausible 60,000-300,000. Until session 19 forks were charged the CLONE_VM thread estimate (20,000).
+    "copy_process/fork": (125700, 125700),
     # mm/mprotect.c sys_mprotect → mprotect_fixup → split_vma of an untouched VMA's lowest page to
     # PROT_NONE (glibc's thread-stack guard). Native measurement as copy_process: 1,143 ns less the
     # syscall's 130 ns = 1,013 ns = 2,630 cycles; other machines: plausible 2,000-5,000, as do_mmap_pgoff.

@@ -122,7 +122,7 @@ class ThpMemscale:
             if p["mode"] == "threads":
                 yield from libc.pthread_create(system, main)
             else:  # fork: copy_process of a process (its mm copied apart, MmStruct above)
-                ns, ins = path("copy_process", system.machine.freq_ghz)
+                ns, ins = path("copy_process/fork", system.machine.freq_ghz)
                 yield c.busy(main.cpu, "copy_process", ns, ins)
             t = Task(i + 1, f"thp_memscale/{i}", cpu=p["basecpu"] + i, mm=mm)
             st["tasks"].append(t)

@@ -246,7 +246,7 @@ class UsememCase:
             yield from self._populate(system, main, pre_vma)
             done_bytes = st["per"] // 8
         for i in range(st["nr"]):
-            ns, ins = path("copy_process", system.machine.freq_ghz)
+            ns, ins = path("copy_process/fork", system.machine.freq_ghz)  # fork(): usemem's processes
             yield c.busy(main.cpu, "copy_process", ns, ins)
             mm = MmStruct(system, home_cpu=st["cpus"][i])
             cvma = pre_vma
