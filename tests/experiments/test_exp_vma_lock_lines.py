@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mmsim.experiments.exp_vma_lock import MMAP_LOCK, VM_LOCK, _eval_shared
-from mmsim.experiments.run import RunResult
+from mmsim.experiments.run import RunResult, RunSpec, run
 
 
 def _result(per: str, ops: float, locks: dict[str, dict[str, Any]]) -> RunResult:
@@ -69,3 +71,19 @@ def test_zap_chain_bound_from_the_runs() -> None:
     # 225,000 x 1.611 = 362,475 of a 682,667 cap
     assert ("at most +203.4% over this parent, the band's +61.1% needs patched >= 362,475, 53% of the bound"
             in notes[4])
+
+
+@pytest.mark.usefixtures("use_tiny_preset")
+def test_read_fault_startup_line_is_the_forks_share() -> None:
+    """vma-lock-read-fault's start-up line: the parent's forks (copy_process/fork each, one after another on
+    its CPU) against each arm's elapsed time, and against the published 300 s."""
+    from mmsim.experiments.exp_vma_lock import _startup_line
+    from mmsim.machine.presets import get_machine
+    from mmsim.mm.costs import PATH_CYCLES
+
+    r = run(RunSpec("vm-scalability/shm-pread-seq", "tiny", "v6.6", params={"nr_task": "4", "unit_size": "1m"}))
+    fork_ms = 4 * PATH_CYCLES["copy_process/fork"][0] / get_machine("tiny").freq_ghz / 1e6
+    el_ms = r.metrics["vm-scalability.time.elapsed_time"] * 1e3
+    line = _startup_line(r, r)
+    assert line.startswith(f"start-up: the parent's 4 forks take {fork_ms:.1f} ms of the parent arm's {el_ms:.1f} ms")
+    assert f"{100 * fork_ms / 300e3:.4f}% of the published 300 s run" in line
