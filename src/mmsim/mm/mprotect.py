@@ -43,9 +43,8 @@ import numpy as np
 from mmsim.engine.core import Task
 from mmsim.metrics.counters import CACHE_MISSES, CACHE_REFERENCES
 from mmsim.metrics.events import VmEvent
+from mmsim.mm.page_alloc import PAGE_SHIFT
 from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT, PMD_TABLE, PTRS_PER_PTE, numa_arrays
-
-PAGE_SHIFT = 12
 
 NUMA_PTE_UPDATES = int(VmEvent.NUMA_PTE_UPDATES)
 LINE = 64
@@ -203,9 +202,8 @@ def change_pte_range(
         # tiering without NUMA_BALANCING_NORMAL: "Skip scanning top tier node if normal numa balancing is
         # disabled" (v6.6)
         eligible &= ~s.numa_toptier[np.maximum(nid, 0)]
-    idx = np.flatnonzero(lookup)
-    if not whole:
-        idx = idx + lo  # struct page lines are indexed by the PTE's place in the table
+    sel = np.flatnonzero(lookup)  # in the range
+    idx = sel + lo if lo else sel  # struct page lines are indexed by the PTE's place in the table
     sp_miss = 0
     stall = 0.0
     if len(idx):
@@ -214,7 +212,7 @@ def change_pte_range(
         if sp_miss:
             # the memmap latency averaged over the looked-up pages' nodes (misses spread in proportion)
             by_node = _memmap_latency(s, cpu)
-            lat = float(by_node[nid[idx - lo]].mean())
+            lat = float(by_node[nid[sel]].mean())
             stall = sp_miss * lat / STRUCT_PAGE_MLP
     hits = len(idx) - sp_miss
     l3 = s.machine.caches[-1].latency_ns

@@ -27,10 +27,10 @@ from typing import Any
 from mmsim.engine.core import Task
 from mmsim.mm import memory
 from mmsim.mm.costs import path
+from mmsim.mm.page_alloc import PAGE_SIZE
 
 STACK_SIZE = 8 << 20  # glibc default thread stack = RLIMIT_STACK (8 MiB), mapped with its guard page
-GUARD_SIZE = 4096  # glibc's default guardsize: one page (pthread_attr_init)
-PAGE_SIZE = 4096
+GUARD_SIZE = PAGE_SIZE  # glibc's default guardsize: one page (pthread_attr_init)
 
 
 def allocate_stack(main: Task) -> Generator[Any, Any, Any]:
