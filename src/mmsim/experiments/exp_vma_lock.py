@@ -157,14 +157,30 @@ def _pread_line(r: RunResult, arm: str) -> str:
             f"({int(m['shmem.add_races']):,} lost insert races)")
 
 
+PREAD_RUNTIME_S = 300.0  # LKP's runtime for the report's job (usemem -T 300): docs/fault-front-half.md
+
+
+def throughput_at_runtime(r: RunResult, runtime_s: float = PREAD_RUNTIME_S) -> float:
+    """usemem's summed KB/s for a run that reads at the simulated rate from GO until the deadline
+    ``runtime_s`` after main's ``start_time``: ``throughput_from_go x (T - S) / T``, S the start-up (forks,
+    mmaps, GO). The simulated run reads 8 MiB to its end in ~30 ms; the published one lasts 300 s, where
+    the start-up weighs S / 300 s (docs/fault-front-half.md, session 20)."""
+    m = r.metrics
+    return float(m["vm-scalability.throughput_from_go"] * (runtime_s - m["vm-scalability.startup_seconds"])
+                 / runtime_s)
+
+
 def _eval_read(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     a, b = res["parent"], res["patched"]
-    ta, tb = a.metrics["vm-scalability.throughput"], b.metrics["vm-scalability.throughput"]
+    ta, tb = throughput_at_runtime(a), throughput_at_runtime(b)
+    sa, sb = a.metrics["vm-scalability.throughput"], b.metrics["vm-scalability.throughput"]
     checks = [
         Check("throughput_change_pct", 49.5, _change(ta, tb), (24.75, 99.0),
-              "shm-pread-seq, 224 processes: 12214eba1992 vs its parent 4de8c93a4751"),
-        Check("throughput.parent", 37253200, ta, None),
-        Check("throughput.patched", 55709403, tb, None),
+              "shm-pread-seq, 224 processes: 12214eba1992 vs its parent 4de8c93a4751; the 300 s run's KB/s"),
+        Check("throughput.parent", 37253200, ta, None, "each process's rate from GO, to usemem's 300 s deadline"),
+        Check("throughput.patched", 55709403, tb, None, "each process's rate from GO, to usemem's 300 s deadline"),
+        Check("throughput_as_simulated_change_pct", None, _change(sa, sb), None,
+              "usemem's KB/s over the ~30 ms run itself (delta_us from start_time, the forks included)"),
         Check("map_pages_per_fault.parent", None,
               a.metrics["shmem.map_pages_calls"] / max(1, a.vmstat["pgfault"]), None),
         Check("map_pages_per_fault.patched", None,
@@ -173,8 +189,9 @@ def _eval_read(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         Check("minor_page_faults.patched", 1.247e9, b.vmstat["pgfault"], None),
     ]
     notes = [_pread_line(a, "parent"), _pread_line(b, "patched"),
-             "throughput is usemem's KB/s summed over processes, each reading the same 8 MiB to its end "
-             "(published: 300 s over the file; see docs/fault-front-half.md)",
+             "throughput is usemem's KB/s summed over processes, each reading the same 8 MiB to its end at "
+             "the rate it had from GO, carried to usemem's 300 s deadline as in the published run "
+             "(docs/fault-front-half.md, session 20)",
              _startup_line(a, b)]
     return checks, notes
 
@@ -193,8 +210,8 @@ def _startup_line(a: RunResult, b: RunResult) -> str:
     ea, eb = (r.metrics["vm-scalability.time.elapsed_time"] * 1e3 for r in (a, b))
     return (f"start-up: the parent's {int(a.metrics['vm-scalability.nr_task'])} forks take {fa:.1f} ms of the "
             f"parent arm's {ea:.1f} ms ({100 * fa / max(ea, 1e-9):.0f}%), {fb:.1f} of the patched arm's {eb:.1f} ms "
-            f"({100 * fb / max(eb, 1e-9):.0f}%); usemem's delta_us runs from before them, so they are in every "
-            f"process's KB/s: {100 * fa / 300e3:.4f}% of the published 300 s run")
+            f"({100 * fb / max(eb, 1e-9):.0f}%); usemem's delta_us runs from before them: in the simulated run's "
+            f"KB/s they weigh that much, in the published 300 s run (the scored figure) {100 * fa / 300e3:.4f}%")
 
 
 # warmup 3: the unmaps of rounds 2 and 3 activate and re-reference the files' folios (mm/zap.py,

@@ -119,6 +119,9 @@ class ShmPreadSeq(UsememCase):
         delta_us = max(1, (system.engine.now - st["start"]) // 1000)
         st["tput"].append(((unit_bytes * 1_000_000) >> 10) / delta_us)
         st["unit_bytes"].append(unit_bytes)
+        # the same bytes over the time from GO: the rate a run that lasts until usemem's deadline keeps
+        st.setdefault("tput_go", []).append(
+            ((unit_bytes * 1_000_000) >> 10) / max(1, (system.engine.now - st["go"]) // 1000))
         st["done"] += 1
         if st["done"] == st["nr"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
@@ -126,7 +129,12 @@ class ShmPreadSeq(UsememCase):
     def metrics(self, system: Any, p: dict[str, Any]) -> dict[str, float]:
         from mmsim.mm.shmem import shmem_metrics
 
-        return {**super().metrics(system, p), **shmem_metrics(system)}
+        st = system.workload_state
+        # S (main's start_time to GO: forks, mmaps, synchronize_tasks) and the processes' KB/s from GO: a
+        # run cut by the runtime T prints throughput_from_go x (T - S) / T (docs/fault-front-half.md, session 20)
+        go = {"vm-scalability.startup_seconds": (st["go"] - st["start"]) / 1e9 if "go" in st else 0.0,
+              "vm-scalability.throughput_from_go": float(sum(st.get("tput_go", [])))}
+        return {**super().metrics(system, p), **go, **shmem_metrics(system)}
 
     def _read_file(
         self, system: Any, t: Task, vma: Vma, inode: ShmemInode, end: int, deadline: int
