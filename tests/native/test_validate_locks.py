@@ -62,9 +62,10 @@ def test_row_verdicts() -> None:
     assert "Lock validation" in str(format_locks([r])[0].title)
 
 
-def test_native_samples_kept_by_cpu_share(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Only samples with both threads on their CPUs (share >= 0.9) are kept; with fewer than
-    MIN_KEPT of them the median of all is returned, with its (low) share."""
+def test_native_samples_by_share_and_placement(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``lockbench ... xfer``: samples with cpu share >= 0.9 are kept; of those, the ones in the most common
+    placement (transfers within a factor of 1.5 of each other) give the medians; with fewer than MIN_KEPT
+    of them, None."""
     from mmsim.native import locks
 
     def fake(lines: list[str]) -> None:
@@ -73,11 +74,18 @@ def test_native_samples_kept_by_cpu_share(monkeypatch: pytest.MonkeyPatch, tmp_p
         monkeypatch.setattr(locks.subprocess, "run",
                             lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=out, stderr=""))
 
-    clean = [f"{100 + i}.0 0.99" for i in range(12)]  # 100..111 ns, median 105.5
-    fake(clean + ["5000.0 0.2", "9000.0 0.3"])
-    assert locks.native_ns("ticket", 0, 0, (0, 1)) == (105.5, 0.99, 12, 14)
-    fake(clean[:3] + ["5000.0 0.2", "9000.0 0.3"])
-    assert locks.native_ns("ticket", 0, 0, (0, 1)) == (102.0, 0.99, 3, 5)
+    near = [f"{100 + i}.0 0.99 {26 + i * 0.1:.1f}" for i in range(12)]  # 100..111 ns at 26.0-27.1 ns
+    far = [f"{300 + i}.0 0.98 {110 + i}.0" for i in range(5)]
+    fake(near + far + ["5000.0 0.2 26.0", "9000.0 0.3 26.0"])
+    got = locks.native_ns_at_xfer("ticket", 0, 0, (0, 1))
+    assert got == {"ns_per_acq": 105.5, "share": 0.99, "xfer_ns": 26.55, "in_class": 12.0, "kept": 17.0,
+                   "run": 19.0, "xfer_min": 26.0, "xfer_max": 114.0}
+    fake(near[:5] + far + far)  # the far placement is the most common
+    got = locks.native_ns_at_xfer("ticket", 0, 0, (0, 1))
+    assert got is not None and (got["ns_per_acq"], got["xfer_ns"], got["in_class"]) == (302.0, 112.0, 10.0)
+    fake(near[:9] + far)
+    assert locks.native_ns_at_xfer("ticket", 0, 0, (0, 1)) is None  # 9 < MIN_KEPT in one placement
+    assert locks.placement_class([10.0, 26.0, 27.0, 38.0, 39.0]) == (26.0, 39.0)
     assert locks.native_iters(0, 0) == 2000 and locks.native_iters(1000, 500) == 125
 
 
@@ -107,15 +115,16 @@ def test_no_verdict_when_native_lock_does_not_alternate(monkeypatch: pytest.Monk
     monkeypatch.setattr(locks, "NATIVE_CASES", (("queued", 0, 0), ("ticket", 0, 0)))
     monkeypatch.setattr(locks, "machine_at_transfer", lambda m, x, where: m)
 
-    def fake_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> tuple[float, float, int, int]:
-        return (30.0, 1.0, 300, 300) if lock == "pingpong" else (20.0, 0.99, 290, 300)
+    def fake_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float]:
+        return {"ns_per_acq": 20.0, "share": 0.99, "xfer_ns": 30.0, "in_class": 280.0, "kept": 290.0, "run": 300.0,
+                "xfer_min": 29.0, "xfer_max": 120.0}
 
     def fake_trace(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float]:
         h = 0.3 if lock == "queued" else 0.8
         return {"handoffs_per_acq": h, "ns_per_handoff": 20.0 / h, "fast_share": 0.5, "xfer_ns": 30.0,
                 "kept": 290.0}
 
-    monkeypatch.setattr(locks, "native_ns", fake_ns)
+    monkeypatch.setattr(locks, "native_ns_at_xfer", fake_ns)
     monkeypatch.setattr(locks, "native_trace", fake_trace)
     monkeypatch.setattr(locks, "simulated", lambda *a: {"ns_per_acq": 25.0, "acq_per_s": 4e7, "wait_ns": 0.0,
                                                         "handoffs_per_acq": 1.0})

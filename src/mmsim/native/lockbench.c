@@ -24,6 +24,9 @@
  * wait's ns per pause loop over the mean; "traceo" orders by one TSC read after each unlock instead of the
  * ticket / sequence number (no write to the lock's line, ~one rdtsc of think time) (far above 1: the waiting vCPU was not running); last, the line
  * transfer measured by a short ping-pong just before the sample.
+ * An 8th argument "xfer" runs the plain loop (no tracing) and adds only that last column, the transfer just
+ * before each sample: a VM's vCPUs move between nearer and farther physical cores within one run, and
+ * locks.py compares each sample with the model at the transfer it had.
  * owned-ticket|owned-queued: thread A alone takes and releases the lock ITERS times (HOLD_NS and THINK_NS
  * as above; B only meets it at the barriers): the lock's line stays Modified in A's cache, so ns per
  * acquisition (printed as wall / ITERS) is the core's own cost of the unlock store and the locked RMW on an
@@ -204,7 +207,7 @@ static int use_pingpong, use_owned;
 
 /* trace mode: per thread and acquisition, its place in the total order, path, pause loops, TSC at lock entry
  * and at acquisition (tracet only) */
-static int trace, trace_tsc, trace_order_tsc;
+static int trace, trace_tsc, trace_order_tsc, xfer;
 static uint32_t seq0;
 struct rec { uint32_t order, pauses; uint8_t path; uint64_t t_in, t_acq; };
 static struct rec *recs[2];
@@ -276,7 +279,7 @@ static void *worker(void *arg) {
     pin(cpus[me]);
     for (long s = 0; s < samples; s++) {
         spin_barrier(&round);
-        if (trace) {  /* the line transfer right now (the vCPUs' placement can change within a run) */
+        if (trace || xfer) {  /* the line transfer right now (the vCPUs' placement can change within a run) */
             if (me == 0) { seq0 = use_q ? qline.seq : ticket.t.tail; ball = 0; }  /* nobody holds the lock */
             spin_barrier(&round);
             uint64_t p0 = now_ns();
@@ -324,7 +327,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 8) { fprintf(stderr, "usage: lockbench [owned-]ticket|[owned-]queued|pingpong A B SAMPLES ITERS HOLD_NS THINK_NS [trace|tracet|traceo]\n"); return 2; }
+    if (argc < 8) { fprintf(stderr, "usage: lockbench [owned-]ticket|[owned-]queued|pingpong A B SAMPLES ITERS HOLD_NS THINK_NS [trace|tracet|traceo|xfer]\n"); return 2; }
     use_owned = !strncmp(argv[1], "owned-", 6);
     use_q = !strcmp(argv[1] + (use_owned ? 6 : 0), "queued");
     use_pingpong = !strcmp(argv[1], "pingpong");
@@ -344,6 +347,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++) recs[i] = calloc((size_t)iters, sizeof(struct rec));
         tcols = calloc((size_t)samples, sizeof *tcols);
         pp_ns = calloc((size_t)samples, sizeof *pp_ns);
+    } else if (argc > 8 && !strcmp(argv[8], "xfer")) {
+        xfer = 1;
+        pp_ns = calloc((size_t)samples, sizeof *pp_ns);
     }
     calibrate();
     pthread_t t[2];
@@ -353,7 +359,7 @@ int main(int argc, char **argv) {
         printf("%.2f %.3f", out[s], share[s]);
         if (trace)
             for (int c = 0; c < 9; c++) printf(" %.4g", tcols[s][c]);
-        if (trace) printf(" %.4g", pp_ns[s]);
+        if (trace || xfer) printf(" %.4g", pp_ns[s]);
         printf("\n");
     }
     return 0;

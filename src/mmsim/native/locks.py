@@ -16,7 +16,11 @@ Rows, each simulated vs a reference with its source:
   queued). The native run is many short samples (~0.2 ms each); only those
   in which both threads got at least 90 % of their CPU time (cpu share) are
   kept, since a preempted holder stalls the other thread for a time slice,
-  which says nothing about the lock. A row is ``ok`` when the error is
+  which says nothing about the lock. Each sample is preceded by a short
+  ping-pong (the line transfer at that moment: a VM's vCPUs move between
+  nearer and farther physical cores, within one run too); the samples of
+  the most common placement are compared with the model run at their
+  median transfer (``native_ns_at_xfer``). A row is ``ok`` when the error is
   within ±30 % and at least ``MIN_KEPT`` samples were kept. Beside each
   case a traced run (``lockbench ... trace``) counts the native hand-offs
   (owner changes) per acquisition; the model's two tasks alternate (one
@@ -82,31 +86,49 @@ def native_iters(hold: int, think: int) -> int:
     return max(100, SAMPLE_NS // (hold + think + 100))
 
 
-def native_ns(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> tuple[float, float, int, int] | None:
-    """The native two-thread run: (median ns per acquisition, median cpu share, samples kept, samples run).
-    Only samples in which both threads got at least MIN_CPU_SHARE of their CPU time are kept (a
-    preempted holder or waiter stalls the other for a time slice: such a sample measures the host's
-    load, not the lock); without enough of them, the median of all and their median share."""
+XFER_CLASS = 1.5  # samples whose transfers lie within this factor of each other count as one vCPU placement
+
+
+def placement_class(xfers: list[float]) -> tuple[float, float]:
+    """The most common vCPU placement among samples' line transfers: the window [x, XFER_CLASS * x] holding
+    the most of them (the lowest such x on a tie). Returns (x, XFER_CLASS * x)."""
+    xs = sorted(xfers)
+    best, lo, j = -1, 0.0, 0
+    for i, x in enumerate(xs):
+        while j < len(xs) and xs[j] <= XFER_CLASS * x:
+            j += 1
+        if j - i > best:
+            best, lo = j - i, x
+    return lo, XFER_CLASS * lo
+
+
+def native_ns_at_xfer(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float] | None:
+    """``lockbench LOCK ... xfer``: the plain loop with the line transfer measured just before each sample.
+    Of the samples with cpu share >= MIN_CPU_SHARE, those in the most common placement (:func:`placement_class`)
+    give the median ns per acquisition and the median transfer the model is run at: the vCPUs can move
+    between nearer and farther physical cores within one run, and each sample is compared at the transfer
+    it had. None if it did not run or kept fewer than MIN_KEPT samples in that class."""
     exe = _helper()
     if exe is None:
         return None
     args = [str(exe), lock, str(cpus[0]), str(cpus[1]), str(NATIVE_SAMPLES), str(native_iters(hold, think)),
-            str(hold), str(think)]
+            str(hold), str(think), "xfer"]
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError):
+        vals = [[float(x) for x in line.split()] for line in r.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
-    if r.returncode != 0:
+    kept = [v for v in vals if r.returncode == 0 and len(v) >= 3 and v[1] >= MIN_CPU_SHARE and v[2] > 0]
+    if not kept:
         return None
-    try:
-        vals = [tuple(float(x) for x in line.split()) for line in r.stdout.splitlines() if line.strip()]
-    except ValueError:
+    lo, hi = placement_class([v[2] for v in kept])
+    cls = [v for v in kept if lo <= v[2] <= hi]
+    if len(cls) < MIN_KEPT:
         return None
-    if not vals:
-        return None
-    kept = [v for v in vals if v[1] >= MIN_CPU_SHARE]
-    use = kept if len(kept) >= MIN_KEPT else vals
-    return (statistics.median(v[0] for v in use), statistics.median(v[1] for v in use), len(kept), len(vals))
+    med = statistics.median
+    return {"ns_per_acq": med(v[0] for v in cls), "share": med(v[1] for v in cls), "xfer_ns": med(v[2] for v in cls),
+            "in_class": float(len(cls)), "kept": float(len(kept)), "run": float(len(vals)),
+            "xfer_min": min(v[2] for v in kept), "xfer_max": max(v[2] for v in kept)}
 
 
 def native_trace(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float] | None:
@@ -178,11 +200,12 @@ def machine_at_transfer(machine: str, xfer_ns: float, where: Path) -> str:
 
 
 def native_rows(machine: str, log: Callable[[str], None], steps: Steps | None = None) -> list[dict[str, Any]]:
-    """One row per NATIVE_CASES entry. Each case first measures the line transfer between the two host CPUs
-    (``lockbench pingpong``, calibrate's method): a VM's vCPUs can sit on nearer or farther physical cores
-    from one run to the next, and a lock's hand-off is made of that transfer. The row compares the native
-    lock with the model run both on the host model as calibrated and on the host model with the transfer
-    measured now (the verdict): the lock model is checked given the primitive it is built on."""
+    """One row per NATIVE_CASES entry. Each native sample is preceded by a short ping-pong between the two
+    host CPUs (calibrate's method for the line transfer): a VM's vCPUs sit on nearer or farther physical
+    cores from one run to the next and within one run, and a lock's hand-off is made of that transfer. The
+    row compares the samples of the most common placement with the model run at their median transfer (the
+    verdict), and notes the model at the host model's calibrated transfer: the lock model is checked given
+    the primitive it is built on."""
     import tempfile
 
     from mmsim.machine.host import model_to_host_cpus
@@ -199,30 +222,29 @@ def native_rows(machine: str, log: Callable[[str], None], steps: Steps | None = 
     with tempfile.TemporaryDirectory(prefix="mmsim-locks-") as tmp:
         for lock, hold, think in NATIVE_CASES:
             with steps(f"native {lock} hold={hold} think={think}"):
-                pp = native_ns("pingpong", 0, 0, cpus)
-                nat = native_ns(lock, hold, think, cpus)
+                nat = native_ns_at_xfer(lock, hold, think, cpus)
                 tr = native_trace(lock, hold, think, cpus)
                 sim_cal = simulated(machine, lock, 2, hold, think, SIM_ITERS)["ns_per_acq"]
-                ok_pp = pp is not None and pp[2] >= MIN_KEPT
-                model = simulated(machine_at_transfer(machine, pp[0], Path(tmp)) if pp is not None and ok_pp
+                model = simulated(machine_at_transfer(machine, nat["xfer_ns"], Path(tmp)) if nat is not None
                                   else machine, lock, 2, hold, think, SIM_ITERS)
                 sim = model["ns_per_acq"]
             q = f"{lock} 2 threads hold={hold} think={think} ns/acq"
             if nat is None:
-                rows.append(_row(machine, q, sim, None, "native lockbench did not run (no C compiler?)", "native"))
+                rows.append(_row(machine, q, sim, None, "native lockbench did not run (no C compiler?) or kept "
+                                 f"fewer than {MIN_KEPT} samples in one vCPU placement", "native"))
                 continue
-            note = (f"line transfer now {pp[0]:.1f} ns (calibrated {calibrated:.1f} ns); simulated with the "
-                    f"calibrated transfer {sim_cal:.1f} ns/acq" if pp is not None and ok_pp else
-                    f"line transfer not measured cleanly: simulated with the calibrated {calibrated:.1f} ns")
+            note = (f"line transfer {nat['xfer_ns']:.1f} ns in these samples (ping-pong before each; the kept "
+                    f"samples' transfers ranged {nat['xfer_min']:.1f}-{nat['xfer_max']:.1f} ns, the most common "
+                    f"placement is compared); calibrated {calibrated:.1f} ns, simulated with it {sim_cal:.1f} ns/acq")
             if tr is not None:
                 note += (f"; traced run (its own placement: transfer {tr['xfer_ns']:.1f} ns): "
                          f"{tr['handoffs_per_acq']:.2f} hand-offs per acquisition (model "
                          f"{model['handoffs_per_acq']:.2f}), {tr['ns_per_handoff']:.1f} ns per hand-off, "
                          f"{100 * tr['fast_share']:.0f}% of acquisitions without waiting")
-            row = _row(machine, q, sim, nat[0], f"native lockbench on host CPUs {cpus[0]},{cpus[1]} "
-                       f"(median of the {nat[2]} of {nat[3]} samples of {native_iters(hold, think)} "
-                       f"iterations with cpu share >= {MIN_CPU_SHARE:.0%})", "native", note=note,
-                       share=nat[1] if nat[2] >= MIN_KEPT else min(nat[1], MIN_CPU_SHARE - 0.01))
+            row = _row(machine, q, sim, nat["ns_per_acq"], f"native lockbench on host CPUs {cpus[0]},{cpus[1]} "
+                       f"(median of the {nat['in_class']:.0f} samples in the most common vCPU placement, of the "
+                       f"{nat['kept']:.0f} of {nat['run']:.0f} samples of {native_iters(hold, think)} iterations "
+                       f"with cpu share >= {MIN_CPU_SHARE:.0%})", "native", note=note, share=nat["share"])
             if (tr is not None and row["ok"] is not None and model["handoffs_per_acq"] > 0
                     and tr["handoffs_per_acq"] < MIN_ALTERNATION * model["handoffs_per_acq"]):
                 row["ok"] = None
