@@ -50,6 +50,22 @@ def test_estimate_within_factor_of_actual_events(
     assert 1 / FACTOR <= ratio <= FACTOR, f"{workload}: estimate {est.events} vs actual {actual} ({ratio:.2f}x)"
 
 
+def test_shm_pread_estimate_is_capped_by_the_runtime() -> None:
+    """usemem stops each process at its deadline, and a page read costs at least the word loop over it:
+    runtime / (512 x 26 uops / issue width / clock) + 1 pages per process, never more than its mapping."""
+    from mmsim.mm.user_loops import USEMEM_LOOP, loop_cost
+
+    w = get_workload("vm-scalability/shm-pread-seq")
+    m = machines.get_machine("tiny")
+    ns_min = 512 * loop_cost(m, USEMEM_LOOP)[0] / m.freq_ghz
+    short = guard.estimate(w.name, resolve_params(w, {"nr_task": "2", "runtime": "0.000001"}), m, {})
+    ms = guard.estimate(w.name, resolve_params(w, {"nr_task": "2", "runtime": "0.001"}), m, {})
+    full = guard.estimate(w.name, resolve_params(w, {"nr_task": "2", "unit_size": "8m"}), m, {})
+    assert short.events < ms.events < full.events
+    assert guard._pages_within(1e-6, m) == 1 and guard._pages_within(0.001, m) == int(0.001e9 / ns_min) + 1
+    assert guard._work(w.name, resolve_params(w, {"nr_task": "2", "unit_size": "8m"}), m, {}).small == 2 * 2048
+
+
 def test_memory_estimate_grows_with_the_pmbench_working_set() -> None:
     w = get_workload("pmbench")
     m = machines.get_machine("tiny")

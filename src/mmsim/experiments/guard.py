@@ -352,6 +352,17 @@ class _Work:
     wall_basis: str = ""  # what extra_wall is, for the message
 
 
+def _pages_within(runtime_s: float, machine: Any) -> int:
+    """The most 4 KiB pages one usemem process can read before its runtime deadline: each page costs at
+    least usemem's word loop over it at full core speed (``USEMEM_LOOP`` over the core's issue width; the
+    faults and misses only add), and the deadline is checked after each page (vm_scalability_shm.py)."""
+    from mmsim.mm.user_loops import USEMEM_LOOP, loop_cost
+
+    cyc, _ = loop_cost(machine, USEMEM_LOOP)
+    ns_min = (PAGE // 8) * cyc / float(machine.freq_ghz)
+    return int(runtime_s * 1e9 / ns_min) + 1
+
+
 def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> _Work:
     """What workload ``w`` with resolved params ``p`` does, from its own loop structure."""
     thp = policies.get("thp") == "always"
@@ -376,7 +387,8 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         nr = max(1, resolve_nr_task(str(p["nr_task"]), machine.ncpus))
         unit = p["unit_size"] or (min(mem_total * machine.ncpus // 2, p["size"] * len(machine.nodes))
                                   if p["size"] else mem_total // 2)
-        out.small = nr * (min(unit, mem_total) // PAGE)
+        pages = min(unit, mem_total) // PAGE
+        out.small = nr * min(pages, _pages_within(p["runtime"], machine))
         out.what = "page reads"
         tables = nr * _slots(min(unit, mem_total))
         out.threads = nr
