@@ -528,7 +528,6 @@ class UsememThreadsCase(UsememCase):
             st["parent_waiting"] = main
             yield system.sched.sleep(main)
         st.pop("parent_waiting", None)
-        st["go"] = system.engine.now  # write(GO): the children start their units
         for t in st["children"]:
             system.sched.wake_up(t)
         while st["done"] < st["nr"]:
