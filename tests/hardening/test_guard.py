@@ -30,7 +30,9 @@ CASES = [
     ("tiny", "lockstress", {"tasks": "3", "iterations": "300"}, {}),
     ("tiny", "pmbench", {"mapsize": "8", "setsize": "4", "duration": "0.04"}, {}),
     (XEON, "vm-scalability/anon-w-seq", {"nr_task": "3", "size": "768m"}, {"thp": "always"}),
-    (XEON, "thp_memscale", {"threads": "2", "bytes": "384m"}, {"thp": "always"}),
+    # verify=none: fast mode skips most of the node check's 187,502 calls, which the estimate counts exactly
+    (XEON, "thp_memscale", {"threads": "2", "bytes": "384m", "verify": "none"}, {"thp": "always"}),
+    ("tiny", "thp_memscale", {"threads": "3", "bytes": "6m"}, {"thp": "always"}),
     (XEON, "will-it-scale/page_fault1", {"nr_task": "3", "memsize": "64m"}, {"thp": "always"}),
     (XEON, "vm-scalability/anon-r-seq", {"nr_task": "6", "size": "6g"}, {"thp": "always"}),
 ]
@@ -48,6 +50,19 @@ def test_estimate_within_factor_of_actual_events(
     actual = run(RunSpec(workload, machine, "v4.14", policies=policies, params=params)).sim["events"]
     ratio = est.events / actual
     assert 1 / FACTOR <= ratio <= FACTOR, f"{workload}: estimate {est.events} vs actual {actual} ({ratio:.2f}x)"
+
+
+def test_thp_memscale_estimate_counts_the_node_check() -> None:
+    """verify=page (the default): one get_mempolicy call per 4 KiB page of each thread's malloc (bytes + 16,
+    rounded up), 5.0 events each (measured, guard.CHECK_EVENTS); verify=none: none."""
+    w = get_workload("thp_memscale")
+    m = machines.get_machine(XEON)
+    pol = resolve("v4.14", [], {"thp": "always"}).policies
+    page = guard.estimate(w.name, resolve_params(w, {"threads": "2", "bytes": "384m"}), m, pol)
+    none = guard.estimate(w.name, resolve_params(w, {"threads": "2", "bytes": "384m", "verify": "none"}), m, pol)
+    calls = 2 * -(-(384_000_000 + 16) // 4096)
+    assert "187,502 get_mempolicy calls x 5" in page.basis and "get_mempolicy" not in none.basis
+    assert page.events - none.events == calls * guard.CHECK_EVENTS
 
 
 def test_shm_pread_estimate_is_capped_by_the_runtime() -> None:

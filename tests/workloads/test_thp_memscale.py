@@ -41,10 +41,10 @@ M = 1954 * 4096  # ceil(8_000_016 / 4096) pages
 PARAMS = {"threads": "4", "bytes": "8m"}
 
 
-def _simulate(tiny: Machine, kernel: str) -> System:
+def _simulate(tiny: Machine, kernel: str, verify: str = "page") -> System:
     s = System(tiny, resolve(kernel), 0)
     w = get_workload("thp_memscale")
-    w.setup(s, resolve_params(w, PARAMS))
+    w.setup(s, resolve_params(w, {**PARAMS, "verify": verify}))
     s.engine.run()
     return s
 
@@ -125,23 +125,29 @@ def test_page_fault_counts(tiny: Machine) -> None:
     assert pa.free_pages_count() + vm[VmEvent.PGALLOC_NORMAL] == 2 * 262_144
 
 
+@pytest.mark.parametrize("verify", ["none", "page"])
 @pytest.mark.parametrize("kernel", ["v3.12", "v3.13"])
-def test_lock_acquisitions(tiny: Machine, kernel: str) -> None:
-    s = _simulate(tiny, kernel)
+def test_lock_acquisitions(tiny: Machine, kernel: str, verify: str) -> None:
+    s = _simulate(tiny, kernel, verify)
     st = {name: x.acquisitions for name, x in s.locks.stats.items()}
+    # The node check (verify=page, docs/locks.md session 21): one get_mempolicy per page of each malloc
+    # (1954 a thread): mmap_sem for read each, and the page's table lock: the 11 huge PMDs' 11 x 512 pages
+    # under the PMD lock (v3.12 mm->page_table_lock, v3.13 the split PMD lock), the other 4 x 1954 - 5632
+    # = 2184 under their PTE table's split lock.
+    calls, huge = (4 * 1954, 11 * 512) if verify == "page" else (0, 0)
     # mmap_sem: 2199 faults (read) + 4 stacks, 4 guard mprotects, 4 mallocs (write).
-    assert st["&mm->mmap_sem"] == 2199 + 12
-    assert st["ptlock_ptr(pte page)"] == 2188  # one per 4 KiB fault (split PTE locks on both)
+    assert st["&mm->mmap_sem"] == 2199 + 12 + calls
+    assert st["ptlock_ptr(pte page)"] == 2188 + calls - huge  # one per 4 KiB fault (split PTE locks on both)
     assert st["mm->rss_stat"] == 11  # add_mm_counter per THP fault
     if kernel == "v3.12":
         # page_table_lock: 1 PMD table + 9 PTE tables + 11 huge PMDs.
-        assert st["&mm->page_table_lock"] == 1 + 9 + 11
+        assert st["&mm->page_table_lock"] == 1 + 9 + 11 + huge
         assert "ptlock_ptr(pmd page)" not in st and "mm->nr_ptes" not in st
     else:
         # v3.13: only __pmd_alloc takes page_table_lock; __pte_alloc takes pmd_lock()
         # (c4088ebdca64), the split PMD lock, as the 11 huge PMD faults do.
         assert st["&mm->page_table_lock"] == 1
-        assert st["ptlock_ptr(pmd page)"] == 9 + 11
+        assert st["ptlock_ptr(pmd page)"] == 9 + 11 + huge
         assert st["mm->nr_ptes"] == 9 + 11  # __pte_alloc + huge PMD deposit
     # zone->lock: one per order-9 block + one PCP refill per 31 order-0 pages per CPU.
     refills = 0

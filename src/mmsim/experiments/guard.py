@@ -174,6 +174,9 @@ OWNED_PAGE_BYTES = 36
 # THP fault costs fewer (15-25 on the reproduce runs: a per-run share is
 # amortised), on tiny far more (400-960: its slow clear spans many timer
 # ticks), but tiny's 2 GiB bounds those runs to ~1e6 events.
+# thp_memscale's node check (verify=page): events per get_mempolicy call, measured on tiny (3 threads x 6m,
+# v4.14, exact, THP never and always: 21,977 and 21,978 events more than verify=none for 4,395 calls): 5.0
+CHECK_EVENTS = 5.0
 EVENTS_PER_UNIT: dict[str, tuple[float, float]] = {
     "thp_memscale": (6.1, 39.2),
     "vm-scalability/anon-w-seq": (6.1, 36.5),
@@ -350,6 +353,7 @@ class _Work:
     extra_wall: float = 0.0  # host seconds not in events x cost (pmbench page sampling)
     sim_bytes: int = 0  # the simulated program's own buffers
     wall_basis: str = ""  # what extra_wall is, for the message
+    checks: int = 0  # thp_memscale's get_mempolicy calls (verify=page), a steady region of their own
 
 
 def _pages_within(runtime_s: float, machine: Any) -> int:
@@ -375,6 +379,8 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         out.small, out.huge = p["threads"] * (s + 1), p["threads"] * h  # +1: the thread's stack
         tables = p["threads"] * _slots(p["bytes"]) if s else 0
         out.threads = p["threads"]
+        if p.get("verify", "none") == "page" and p["mapping"] == "thp":  # one call per 4 KiB page of the malloc
+            out.checks = p["threads"] * -(-(p["bytes"] + 16) // PAGE)
     elif w in ("will-it-scale/page_fault2", "will-it-scale/page_fault3"):  # issue 22: every round faults
         rounds = p["warmup"] + p["loops"]
         out.small = p["nr_task"] * rounds * (p["memsize"] // PAGE)
@@ -579,10 +585,15 @@ def estimate(
         basis += f" + {wk.sim_seconds:.3g} simulated s x {wk.threads} threads x {TICK_EVENTS_PER_S:g}"
     if wk.extra_events:
         basis += f" + {wk.extra_events:,.0f} events of first touches and page sampling"
+    if wk.checks:
+        events += wk.checks * CHECK_EVENTS
+        basis += f" + {wk.checks:,} get_mempolicy calls x {CHECK_EVENTS:g}"
     share = 1.0 if exact else fast_4k_share(workload, wk.small, wk.threads)
-    unit_events = wk.small * ks * share + wk.huge * kh
+    cshare = 1.0 if exact else fast_4k_share(workload, wk.checks, wk.threads)
+    unit_events = wk.small * ks * share + wk.huge * kh + wk.checks * CHECK_EVENTS * cshare
     wall = (WALL_FIXED_S + unit_events * WALL_US_PER_EVENT.get(workload, max(WALL_US_PER_EVENT.values())) / 1e6
-            + (events - wk.small * ks - wk.huge * kh) * OTHER_EVENT_US / 1e6 + wk.extra_wall)
+            + (events - wk.small * ks - wk.huge * kh - wk.checks * CHECK_EVENTS) * OTHER_EVENT_US / 1e6
+            + wk.extra_wall)
     return Estimate(_to_int(events), _to_int(memory), basis + wk.wall_basis, wall, wk.sim_seconds, wk.sim_bytes)
 
 

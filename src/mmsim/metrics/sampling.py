@@ -184,6 +184,7 @@ class FastForward:
         self.hi: dict[int, int] = {}
         self.pos: dict[int, int] = {}
         self.cpu: dict[int, int] = {}
+        self.ratio: dict[int, float] = {}  # a region's own skip ratio (register), else skip_ratio
         self.steady: set[int] = set()  # threads inside [warm, hi - tail] of their region
         self.gone: set[int] = set()
         self.blocking = nthreads  # threads neither steady nor gone
@@ -205,10 +206,11 @@ class FastForward:
         self._var_ns2 = 0.0
         self._skip_var: list[tuple[int, float]] = []  # (engine time of each skip, its variance in ns^2)
 
-    def register(self, i: int, nops: int, cpu: int, start: int = 0) -> None:
+    def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None) -> None:
         """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
         ``start``. A thread with several regions (will-it-scale's rounds) registers each one after
-        :meth:`leave` of the last, with ``start`` past the last one's end: positions only grow."""
+        :meth:`leave` of the last, with ``start`` past the last one's end: positions only grow.
+        ``skip_ratio``: this region's own (a skip uses the smallest of the steady threads' regions)."""
         old = self.pos.get(i, 0)
         assert start >= old, "a thread's positions only grow"
         self.lo[i] = start
@@ -216,6 +218,7 @@ class FastForward:
         self.pos[i] = start
         self.sum_pos += start - old
         self.cpu[i] = cpu
+        self.ratio[i] = self.skip_ratio if skip_ratio is None else skip_ratio
 
     def _unsteady(self, i: int) -> None:
         if i in self.steady:
@@ -287,7 +290,7 @@ class FastForward:
         self.state = WAIT
         if w <= 0 or total <= 0:
             return
-        f = self.skip_ratio * w
+        f = min(self.ratio.get(j, self.skip_ratio) for j in d) * w
         # same_ops: every thread at the window's mean rate, so that their relative positions are kept
         per = total / len(d)
         for j, dj in d.items():

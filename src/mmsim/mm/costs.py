@@ -77,6 +77,26 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # PROT_NONE (glibc's thread-stack guard). Native measurement as copy_process: 1,143 ns less the
     # syscall's 130 ns = 1,013 ns = 2,630 cycles; other machines: plausible 2,000-5,000, as do_mmap_pgoff.
     "mprotect_fixup": (2630, 2630),
+    # mm/mempolicy.c sys_get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR) of one populated page, the whole call
+    # less the code under the page-table lock (below): syscall entry/exit, do_get_mempolicy (mmap_sem,
+    # find_vma, the VMA's policy), lookup_node's get_user_pages setup, page_to_nid, put_page, copy_to_user.
+    # Native measurement on the calibration host (2-vCPU AMD EPYC VM, kernel 6.18, 2026-12-03,
+    # benchmarks/native/get_mempolicy_cost.c): one call per 4 KiB address of a populated 64 MiB buffer,
+    # thread CPU time per call, minimum of 7 passes, three runs: THP-mapped 401-407 ns, 4 KiB-mapped
+    # 437-541 ns (min 437) = 1,044 / 1,134 cycles at 2.596 GHz, the syscall's entry/exit included; less the
+    # locked parts below. Other machines and kernels: plausible 700-2,000 cycles.
+    "get_mempolicy": (1044 - 120, 1044 - 60),
+    "get_mempolicy/pte": (1134 - 100, 1134 - 50),
+    # mm/huge_memory.c (v3.12) follow_trans_huge_pmd under the PMD lock, with FOLL_GET | FOLL_TOUCH: the
+    # pmd_trans_huge / pmd_trans_splitting re-checks, pmd_mkyoung(pmd_mkdirty()) with no change (the
+    # page was written), the tail page, get_page_foll (atomic_inc of the head's _count and the tail's
+    # _mapcount, both this thread's own lines): ~60 instructions and two uncontended locked RMWs (~30 cycles
+    # each). estimate (plausible 80-200 cycles)
+    "follow_trans_huge_pmd": (120, 60),
+    # mm/memory.c (v3.12) follow_page_mask's PTE part under the split PTE lock: pte_present, vm_normal_page,
+    # get_page_foll (one locked RMW on the page's _count), FOLL_TOUCH's mark_page_accessed test: ~50
+    # instructions. estimate (plausible 60-150 cycles)
+    "follow_page_pte": (100, 50),
     # mm/hugetlb.c hugetlb_fault + hugetlb_no_page bookkeeping (page cache / rmap). estimate
     "hugetlb_no_page": (600, 600),
     # mm/hugetlb.c dequeue_huge_page_node under hugetlb_lock. estimate

@@ -123,3 +123,40 @@ def mpol_misplaced(system: Any, vma: Any, addr: int, cpu: int, page_nid: int) ->
         # v5.12 MPOL_BIND with MPOL_F_MORON: only migrate among the bound nodes.
         return NUMA_NO_NODE, False
     return this_nid, True
+
+
+def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
+    """``get_mempolicy(&node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR)`` of a populated page: the node of
+    the page at ``addr`` (a generator; returns nothing the workloads use). v3.12 / v3.13 mm/mempolicy.c
+    ``do_get_mempolicy``: ``down_read(&mm->mmap_sem)``, ``find_vma``, then ``lookup_node`` →
+    ``get_user_pages`` of one page → ``__get_user_pages`` → ``follow_page_mask`` (mm/memory.c): a huge PMD
+    under ``pmd_lockptr()`` (``mm->page_table_lock`` before the split PMD lock, e009bb30c8df; the PMD
+    table's own lock after it) for ``follow_trans_huge_pmd``, a 4 KiB page under its PTE table's split lock;
+    ``page_to_nid``, ``put_page``, ``up_read``. The page's own lines (``get_page_foll``, ``put_page``) are
+    the calling thread's: their cost is in the path lengths (mm/costs.py, a native measurement of the whole
+    call). The model's lines that other CPUs write: ``mmap_sem``'s count and the page-table lock.
+    (thp_memscale's node check, docs/locks.md session 21.)"""
+    from mmsim.engine.core import PARK
+    from mmsim.mm.costs import path
+    from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
+
+    s = mm.system
+    c = s.counters
+    cpu = task.cpu
+    ghz = s.machine.freq_ghz
+    slot = addr >> PMD_SHIFT
+    huge = mm.pgtables.pmd.get(slot) == PMD_HUGE
+    ns, ins = path("get_mempolicy" if huge else "get_mempolicy/pte", ghz)
+    d = mm.mmap_sem.down_read(task)
+    if d is PARK:
+        yield d
+        d = 0
+    # the call's own path before the page-table lock (half of it: entry, find_vma, the GUP set-up)
+    yield d + c.busy(cpu, "do_get_mempolicy", ns // 2, ins // 2)
+    lk = mm.pgtables.pmd_lockptr(slot) if huge else mm.pgtables.pte_lockptr(slot)
+    yield lk.acquire(task)
+    lns, lins = path("follow_trans_huge_pmd" if huge else "follow_page_pte", ghz)
+    yield c.busy(cpu, "follow_trans_huge_pmd" if huge else "follow_page_mask", lns, lins)
+    lk.release(task)
+    yield c.busy(cpu, "do_get_mempolicy", ns - ns // 2, ins - ins // 2)
+    yield mm.mmap_sem.up_read(task)

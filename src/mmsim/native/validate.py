@@ -124,7 +124,7 @@ def cases(size: str = "1g", seconds: float = 1.0) -> list[Case]:
              "lmbench3.AF_UNIX.sock.stream.bandwidth.MB/sec", placement=True),
         Case("pmbench uniform -j1 256m", "pmbench", {"jobs": "1", "setsize": "256", "mapsize": "256",
              "pattern": "uniform", "duration": str(seconds)}, "never", "pmbench.throughput"),
-        Case("thp_memscale -c 2 THP", "thp_memscale", {"threads": "2", "bytes": "256m"}, "always",
+        Case("thp_memscale -c 2 THP", "thp_memscale", {"threads": "2", "bytes": "256m", "verify": "none"}, "always",
              "thp_memscale.elapsed_seconds"),
         Case("anon-w-seq hugetlb nr_task=1", "vm-scalability/anon-w-seq-hugetlb", {"nr_task": "1", "size": size},
              "never", THROUGHPUT, **b),

@@ -23,6 +23,16 @@ gets). With ``-C 0 -m 0`` that reading and first touch agree; other values
 are accepted (a node of the machine), shown in the command line, and do not
 move memory: the model has no evidence of what the benchmark does with them.
 
+``verify`` (default ``page``): after its write each thread calls ``get_mempolicy(&node, NULL, 0, addr,
+MPOL_F_NODE | MPOL_F_ADDR)`` once for every 4 KiB page address of its buffer, in order
+(:func:`mmsim.mm.mempolicy.get_mempolicy_addr_node`: ``mmap_sem`` for read and, in ``follow_page_mask``,
+the page's table lock: ``mm->page_table_lock`` for a huge PMD in v3.12, the split PMD lock from v3.13,
+the split PTE lock for a 4 KiB page). The source is not public; the call is in the author's NMI backtraces
+of thp_memscale on the 512-core UV (linux-mm 2013-11-07), and the per-4 KiB stride and its place after the
+write are inferences from the published runs (docs/locks.md, session 21). ``verify=none`` leaves it out.
+Not modelled in it: ``find_vma``'s shared ``mm->mmap_cache`` (read on every call, written on a miss, until
+the per-thread vmacache of v3.15), as in the faults.
+
 ``mapping=hugetlb`` is Kirill Shutemov's variant in seeds/001 (``mmap`` with
 MAP_HUGETLB instead of malloc; the pool is sized to fit).
 """
@@ -38,6 +48,7 @@ from mmsim.metrics.sampling import FastForward
 from mmsim.mm import memcg_kmem, memory
 from mmsim.mm.costs import path
 from mmsim.mm.huge_memory import thp_applies
+from mmsim.mm.mempolicy import get_mempolicy_addr_node
 from mmsim.mm.mmap import MmStruct
 from mmsim.mm.page_alloc import HPAGE_PMD_ORDER
 from mmsim.mm.pgtable import PMD_HUGE, PMD_TABLE, PUD_SHIFT
@@ -59,6 +70,10 @@ FF_MIN_WINDOW = 2048
 FF_SKIP_RATIO = 9.0
 FF_WARM = 8
 FF_TAIL = 16
+# The node check's calls (verify=page) are all alike and change no state: a skip of FF_CHECK_SKIP_RATIO x the
+# window once every steady thread is in its check (host time only, checked against --exact in
+# tests/experiments/test_fast_forward.py and docs/performance.md).
+FF_CHECK_SKIP_RATIO = 49.0
 
 
 def parse_bytes(v: str) -> int:
@@ -85,6 +100,10 @@ class ThpMemscale:
         "basecpu": ParamInfo(0, "-C: first CPU; thread i runs on basecpu + i", parse_int(0), "an integer >= 0"),
         "basemem": ParamInfo(0, "-m: first memory node (see the module docstring: the model places every "
                              "page on the faulting CPU's node)", parse_int(0), "an integer >= 0"),
+        "verify": ParamInfo("page", "after the write, get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR) on every 4 KiB "
+                            "page of the buffer (page; docs/locks.md session 21) or no check (none); mapping=thp "
+                            "only (the hugetlbfs variant's follow_hugetlb_page is not modelled)",
+                            parse_choice("page", "none"), "page, none"),
     }
 
     def command(self, p: dict[str, Any]) -> str:
@@ -148,14 +167,17 @@ class ThpMemscale:
         end = start + p["bytes"]
         st = system.workload_state
         st["buffers"][t.tid] = vma
-        yield from self._write_buffer(system, t, vma, start, end, step)
+        check = p["verify"] == "page" and p["mapping"] == "thp"
+        nops = yield from self._write_buffer(system, t, vma, start, end, step, final=not check)
+        if check:
+            yield from self._check_nodes(system, t, start, end, nops)
         st["done"] += 1
         if st["done"] == p["threads"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
 
     def _write_buffer(
-        self, system: Any, t: Task, vma: Any, start: int, end: int, step: int
-    ) -> Generator[Any, Any, None]:
+        self, system: Any, t: Task, vma: Any, start: int, end: int, step: int, final: bool = True
+    ) -> Generator[Any, Any, int]:
         """Sequential write of [start, end): a fault at each unmapped page, then the
         user stores to it through the cache hierarchy (:func:`memory.user_access`: a
         sub-page still cached costs the store loop, a missed one its read for ownership
@@ -202,6 +224,37 @@ class ThpMemscale:
             addr = nxt
         if pending:
             yield pending
+        if ff is not None:
+            if final:
+                ff.exit(t.tid)
+            else:
+                ff.leave(t.tid)
+        return max(0, (hi - lo) // unit) if unit else 0
+
+    def _check_nodes(self, system: Any, t: Task, start: int, end: int, first: int) -> Generator[Any, Any, None]:
+        """The node check after the write (docs/locks.md, session 21): one ``get_mempolicy(MPOL_F_NODE |
+        MPOL_F_ADDR)`` per 4 KiB page address of the buffer, in order. A steady region of the fast mode of
+        its own (positions from ``first``, past the write's); a skipped call changes no state."""
+        ff: FastForward | None = system.fast_forward
+        lo = -(-start // 4096) * 4096
+        n = max(0, (end - lo) // 4096)
+        if ff is not None:
+            ff.register(t.tid, n, t.cpu, start=first, skip_ratio=FF_CHECK_SKIP_RATIO)
+        i = 0
+        addr = start & ~4095
+        while addr < end:
+            if ff is not None and addr >= lo:
+                k = ff.poll(t.tid, first + i)
+                if k:
+                    i += k
+                    addr += k * 4096
+                    continue
+                if i + 1 >= n:
+                    ff.leave(t.tid)
+            yield from get_mempolicy_addr_node(t, t.mm, addr)
+            if addr >= lo:
+                i += 1
+            addr += 4096
         if ff is not None:
             ff.exit(t.tid)
 
