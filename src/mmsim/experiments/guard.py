@@ -220,6 +220,7 @@ class Estimate:
     wall: float = 0.0  # seconds of host time
     sim_seconds: float = 0.0  # simulated seconds (0: not estimated, short)
     sim_bytes: int = 0  # the simulated program's own buffers (must fit the machine)
+    run_events: int = -1  # events in the mode asked for (fast mode skips steady stretches); -1: as events
 
 
 @dataclass(frozen=True)
@@ -594,7 +595,9 @@ def estimate(
     wall = (WALL_FIXED_S + unit_events * WALL_US_PER_EVENT.get(workload, max(WALL_US_PER_EVENT.values())) / 1e6
             + (events - wk.small * ks - wk.huge * kh - wk.checks * CHECK_EVENTS) * OTHER_EVENT_US / 1e6
             + wk.extra_wall)
-    return Estimate(_to_int(events), _to_int(memory), basis + wk.wall_basis, wall, wk.sim_seconds, wk.sim_bytes)
+    run_events = unit_events + events - wk.small * ks - wk.huge * kh - wk.checks * CHECK_EVENTS
+    return Estimate(_to_int(events), _to_int(memory), basis + wk.wall_basis, wall, wk.sim_seconds, wk.sim_bytes,
+                    _to_int(run_events))
 
 
 def fast_4k_share(workload: str, ops: int, threads: int) -> float:
@@ -653,8 +656,11 @@ def check(
     if est.sim_seconds > MAX_SIM_SECONDS:
         raise UserError("estimated simulated time", f"{est.sim_seconds:.3g} s",
                         f"at most {MAX_SIM_SECONDS:g} s (a day of machine time; {FORCE_HINT}){why}")
-    if est.events > lim.max_events:
-        raise UserError("estimated events", f"{est.events:.3g}",
+    # the events this run will simulate: fast mode's skipped stretches cost none (exact: every one)
+    events = est.events if exact or est.run_events < 0 else est.run_events
+    if events > lim.max_events:
+        mode = "" if exact or est.run_events < 0 else " (fast mode; --exact counts every one)"
+        raise UserError(f"estimated events{mode}", f"{events:.3g}",
                         f"at most {lim.max_events:.3g} (--max-events N or ${ENV_EVENTS}; {FORCE_HINT}){why}")
     if est.memory > lim.max_memory:
         raise UserError(
