@@ -21,8 +21,8 @@ def test_split_pmd_ptl_v312_spins_on_the_mm_wide_lock() -> None:
     o = _outcome()
     checks = {c.metric: c for c in o.checks}
     assert checks["ptl_wait_share.v3.12"].ok
-    # a large speed-up (80.7x until session 16, 12.5x in 16-18, 10.3x since session 19: above, then below its
-    # 18-72x band, the xfail below)
+    # a large speed-up (80.7x until session 16, 12.5x in 16-18, 10.3x in 19-20, 159.8x since session 21's node
+    # check: above, below, then above its 18-72x band again, the xfail below)
     assert checks["speedup"].simulated > 10.0
     a = o.arms["v3.12"]
     # the mechanism: the top profile line on v3.12 is the ticket spin loop
@@ -39,8 +39,13 @@ def test_split_pmd_ptl_pmd_lock_accounting() -> None:
     so their page-table counts, may differ: 125,515 on v3.12 against 125,005 + 514 on v3.13.)"""
     o = _outcome()
     a, b = o.arms["v3.12"], o.arms["v3.13"]
-    assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] == b.locks["mm->nr_ptes"]["acquisitions"]
-    assert b.locks["ptlock_ptr(pmd page)"]["acquisitions"] >= b.vmstat["thp_fault_alloc"]
+    # since session 21 the node check's get_mempolicy takes the PMD lock too, once per 4 KiB address of each
+    # THP (~64 M calls, most of them fast-forwarded, their lock counts extrapolated): every nr_ptes update is
+    # made under it, and the check adds ~512 acquisitions per THP fault (tiny's exact counts:
+    # tests/workloads/test_thp_memscale.py)
+    pmd, nr = b.locks["ptlock_ptr(pmd page)"]["acquisitions"], b.locks["mm->nr_ptes"]["acquisitions"]
+    assert nr >= b.vmstat["thp_fault_alloc"]
+    assert 400 * b.vmstat["thp_fault_alloc"] < pmd - nr < 600 * b.vmstat["thp_fault_alloc"]
     assert 0 < b.locks["&mm->page_table_lock"]["acquisitions"] < 1024  # __pmd_alloc: ~1 per 1 GiB, 512 threads
     # v3.12: THP faults, __pte_alloc and __pmd_alloc all on the one lock (nr_ptes a plain counter under it)
     assert a.locks["&mm->page_table_lock"]["acquisitions"] >= a.vmstat["thp_fault_alloc"]
@@ -65,9 +70,10 @@ def test_split_pmd_ptl_v313_is_not_spin_bound() -> None:
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="out of its 18-72x band: 80.7x after issues 17/19 moved the v3.13 arm (bound "
                    "by DRAM bandwidth), 12.5x in sessions 16-18 (its start-up collapsed on page_table_lock), "
-                   "10.3x since session 19's glibc pthread_create: v3.13 is clear-bound again (1.0 s) but the "
-                   "v3.12 arm runs 10.3 s against 1,076 s published (docs/locks.md); strict: passing means the "
-                   "doc must change")
+                   "10.3x in sessions 19-20, 159.8x since session 21's node check (get_mempolicy per 4 KiB page): "
+                   "v3.13 27.0 s against 29.7 s published, v3.12 4,318 s against 1,076 s (the ticket storm on "
+                   "page_table_lock ~4x too deep at ~500 waiters, docs/locks.md); strict: passing means the doc "
+                   "must change")
 def test_split_pmd_ptl_speedup_in_band() -> None:
     o = _outcome()
     assert 18.0 <= {c.metric: c for c in o.checks}["speedup"].simulated <= 72.0
