@@ -26,6 +26,7 @@ WORKLOADS: dict[str, Any] = {
         "threads": st.integers(1, 8).map(str),
         "bytes": st.sampled_from(["100k", "3m", "5m"]),
         "mode": st.sampled_from(["threads", "processes"]),
+        "verify": st.sampled_from(["page", "none"]),
     }),
     "lockstress": st.fixed_dictionaries({
         "tasks": st.integers(1, 8).map(str),
