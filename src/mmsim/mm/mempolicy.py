@@ -129,7 +129,7 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
     """``get_mempolicy(&node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR)`` of a populated page: the node of
     the page at ``addr`` (a generator; returns nothing the workloads use). v3.12 / v3.13 mm/mempolicy.c
     ``do_get_mempolicy``: ``down_read(&mm->mmap_sem)``, ``find_vma``, then ``lookup_node`` →
-    ``get_user_pages`` of one page → ``__get_user_pages`` → ``follow_page_mask`` (mm/memory.c): a huge PMD
+    ``get_user_pages`` of one page → ``__get_user_pages`` (its ``cond_resched()``, then) → ``follow_page_mask`` (mm/memory.c): a huge PMD
     under ``pmd_lockptr()`` (``mm->page_table_lock`` before the split PMD lock, e009bb30c8df; the PMD
     table's own lock after it) for ``follow_trans_huge_pmd``, a 4 KiB page under its PTE table's split lock;
     ``page_to_nid``, ``put_page``, ``up_read``. The page's own lines (``get_page_foll``, ``put_page``) are
@@ -153,6 +153,10 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
         d = 0
     # the call's own path before the page-table lock (half of it: entry, find_vma, the GUP set-up)
     yield d + c.busy(cpu, "do_get_mempolicy", ns // 2, ins // 2)
+    # __get_user_pages' cond_resched() before follow_page_mask (3.13.0 mm/memory.c), mmap_sem held for read:
+    # a task woken onto this CPU switches in here (docs/locks.md, session 22)
+    if s.sched.cpus[cpu].need_resched:
+        yield from s.sched.cond_resched(task)
     lk = mm.pgtables.pmd_lockptr(slot) if huge else mm.pgtables.pte_lockptr(slot)
     yield lk.acquire(task)
     lns, lins = path("follow_trans_huge_pmd" if huge else "follow_page_pte", ghz)
