@@ -590,7 +590,7 @@ def estimate(
         events += wk.checks * CHECK_EVENTS
         basis += f" + {wk.checks:,} get_mempolicy calls x {CHECK_EVENTS:g}"
     share = 1.0 if exact else fast_4k_share(workload, wk.small, wk.threads)
-    cshare = 1.0 if exact else fast_4k_share(workload, wk.checks, wk.threads)
+    cshare = 1.0 if exact else fast_4k_share(workload, wk.checks, wk.threads, check=True)
     unit_events = wk.small * ks * share + wk.huge * kh + wk.checks * CHECK_EVENTS * cshare
     wall = (WALL_FIXED_S + unit_events * WALL_US_PER_EVENT.get(workload, max(WALL_US_PER_EVENT.values())) / 1e6
             + (events - wk.small * ks - wk.huge * kh - wk.checks * CHECK_EVENTS) * OTHER_EVENT_US / 1e6
@@ -600,10 +600,11 @@ def estimate(
                     _to_int(run_events))
 
 
-def fast_4k_share(workload: str, ops: int, threads: int) -> float:
+def fast_4k_share(workload: str, ops: int, threads: int, check: bool = False) -> float:
     """The share of a run's 4 KiB operations that fast mode (:mod:`mmsim.metrics.sampling`) still simulates,
     from the workload's own fast-forward settings: each thread's first ``warm`` and last ``tail`` operations,
-    the first window (``window_ops``), then ``1 / (1 + skip_ratio)`` of the rest. Measured against this: the
+    the first window (``window_ops``), then ``1 / (1 + skip_ratio)`` of the rest (``check``: the node check's
+    calls, a region with its own ratio, ``FF_CHECK_SKIP_RATIO``). Measured against this: the
     72-thread x 512m THP-off arm simulated 5,819,238 events of ~9.0 M faults x 6.1 exact (0.106; this gives
     0.100). Huge-page operations are estimated as exact: their threads are rarely all in the steady region at
     once (split-pmd-ptl skips nothing)."""
@@ -615,7 +616,8 @@ def fast_4k_share(workload: str, ops: int, threads: int) -> float:
     window = max(t.FF_MIN_WINDOW, t.FF_WINDOW_PER_THREAD * n)
     edges = n * (t.FF_WARM + t.FF_TAIL)
     rest = max(0, ops - edges - window)
-    return min(1.0, (min(ops, edges + window) + rest / (1 + t.FF_SKIP_RATIO)) / ops)
+    ratio = t.FF_CHECK_SKIP_RATIO if check else t.FF_SKIP_RATIO
+    return min(1.0, (min(ops, edges + window) + rest / (1 + ratio)) / ops)
 
 
 def _to_int(x: float) -> int:
