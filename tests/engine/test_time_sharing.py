@@ -49,16 +49,21 @@ def test_two_cpu_bound_tasks_share_a_cpu_in_slices(make_rig: Callable[[], Rig]) 
     assert r.counters.perf[0][CONTEXT_SWITCHES] == 2  # two slice preemptions; exits are not counted
 
 
-def test_without_time_sharing_user_return_is_not_a_preemption_point(make_rig: Callable[[], Rig]) -> None:
+def test_without_time_sharing_a_waiting_task_runs_at_the_next_user_return(make_rig: Callable[[], Rig]) -> None:
+    """Return to user space is a preemption point in every preemption model (v3.x entry_64.S
+    ``sysret_careful`` / ``retint_careful``; docs/locks.md, session 22): without time sharing a waiting task
+    asks at once, and the current one switches out when its chunk returns to user space."""
     r = make_rig()
     log: Log = []
     a, b = Task(1, "a", cpu=0), Task(2, "b", cpu=0)
     r.sched.spawn(a, _chunks(r, a, log, 3))
     r.sched.spawn(b, _chunks(r, b, log, 1))
-    assert r.sched.cpus[0].need_resched  # as before: a waiting task asks at once
+    assert r.sched.cpus[0].need_resched  # a waiting task asks at once
     r.engine.run()
-    assert log == [("a", 0), ("a", MS), ("a", 2 * MS), ("b", 3 * MS + 2000)]
-    assert r.counters.perf[0][CONTEXT_SWITCHES] == 0
+    # a's first chunk returns to user at 1 ms → switch (2000 ns) → b's chunk; b returns to user at 2.002 ms
+    # with a waiting → a at 2.004; a returns at 3.004 with b waiting → b runs to its exit → a at 3.008
+    assert log == [("a", 0), ("b", MS + 2000), ("a", 2 * MS + 4000), ("a", 3 * MS + 8000)]
+    assert r.counters.perf[0][CONTEXT_SWITCHES] == 3  # a, b, a switched out; exits are not counted
 
 
 def test_a_woken_task_waits_for_the_current_slice(make_rig: Callable[[], Rig]) -> None:

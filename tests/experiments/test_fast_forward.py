@@ -74,24 +74,27 @@ def test_fast_agrees_with_exact_within_2_percent() -> None:
 @pytest.mark.usefixtures("use_tiny_preset")
 def test_node_check_fast_agrees_with_exact(kernel: str) -> None:
     """thp_memscale's node check (verify=page, THP on: one get_mempolicy per 4 KiB page under the PMD lock,
-    docs/locks.md session 21), each thread's check a region of its own. Measured on tiny (fast - exact,
-    relative; the same at FF_CHECK_SKIP_RATIO 9, 19 and 49: on tiny the threads' remaining calls cap the skips):
-    v3.12 elapsed +1.06% (reported 95% CI 1.08%), task-clock +2.5%, page_table_lock wait share +1.9%, mmap_sem
-    -2.5%; v3.13 elapsed +2.29% (CI 2.27%), task-clock +3.4%, split PMD lock +3.1%, mmap_sem -3.3%. v3.13's
-    elapsed is outside issue 20's +-2% (docs/performance.md, session 21); the bounds record what was measured
-    and fail if it grows: the elapsed time within 2.5% and 1.1x its reported CI, the rest within 3.5%."""
+    docs/locks.md session 21), each thread's check a region of its own. Since session 22 main starts every
+    thread at once (the check's cond_resched, the faults' return to user space), all eight checks overlap,
+    and their first ~2 ms run at 2.2x the steady rate (the PMD lock's convoy forming): a skip now needs two
+    windows that agree (mmsim.metrics.sampling, step 3). Measured on tiny (fast - exact, relative): v3.12
+    elapsed -0.06%, task-clock +0.00%, page_table_lock wait share +0.12%, mmap_sem -0.00%; v3.13 elapsed
+    +0.21%, task-clock +0.30%, split PMD lock +0.17%, mmap_sem -0.30% (session 21, one window: +1.06% and
+    +2.29%; session 22 before the two-window rule: -25.8% and -36.6%). The reported 95% CI is ~0 here (the
+    windows' batches are all alike): it does not cover these errors, and is not asserted. The bounds record
+    what was measured and fail if it grows: elapsed within 0.5%, the rest within 1%."""
     spec = RunSpec("thp_memscale", "tiny", kernel, params={"threads": "8", "bytes": "32m"})
     exact, fast = run(RunSpec(**{**spec.__dict__, "exact": True})), run(spec)
     assert fast.sim["ff_skipped_ops"] > 0.3 * 8 * 7813  # of the 8 x ceil(32,000,016 / 4096) calls
     assert fast.sim["events"] < 0.6 * exact.sim["events"]
     el_e, el_f = (r.metrics["thp_memscale.elapsed_seconds"] for r in (exact, fast))
-    assert _rel(el_e, el_f) < 0.025
-    assert abs(el_f - el_e) <= 1.1 * fast.sim["elapsed_ci95_seconds"]
+    assert _rel(el_e, el_f) < 0.005
     lock = "&mm->page_table_lock" if kernel == "v3.12" else "ptlock_ptr(pmd page)"
-    assert _rel(exact.lock_wait_share(lock), fast.lock_wait_share(lock)) < 0.035
-    assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.035
+    assert _rel(exact.lock_wait_share(lock), fast.lock_wait_share(lock)) < 0.01
+    assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.01
     for k in ("task-clock", "instructions"):
-        assert _rel(exact.perf[k], fast.perf[k]) < 0.035, k
+        assert _rel(exact.perf[k], fast.perf[k]) < 0.01, k
+    assert fast.sim["ff_windows_unsteady"] >= 1  # the convoy's first window was not extrapolated
 
 
 @pytest.mark.usefixtures("use_tiny_preset")
@@ -111,16 +114,19 @@ def test_extrapolate_scales_every_additive_counter() -> None:
         t[0] = 10 * pos
         k = ff.poll(1, pos)
         if k:
-            assert (k, pos) == (24, 10)  # window of ops 1..9 (8 ops, 80 ns), skip 3 x 80 ns = 24 ops
+            # windows of ops 1..9 (8 ops, 80 ns: the reference) and 9..17 (the same rate), then a skip of
+            # 3 x 80 ns = 24 ops
+            assert (k, pos) == (24, 18)
             break
         c.busy(0, "f", 5, 2)
         locks["l"].acquisitions += 1
     assert ff.skipped_ns == 240
     assert ff.skipped_ops == 24
-    # the window's 8 ops (40 ns, 16 insns, 8 acquisitions) x 24/8, on top of the 10 done
-    assert c.prof_ns[0]["f"] == 50 + 3 * 40
-    assert c.prof_insns[0]["f"] == 20 + 3 * 16
-    assert locks["l"].acquisitions == 10 + 3 * 8
+    assert ff.windows_unsteady == 1 and ff.cycles == 1
+    # the second window's 8 ops (40 ns, 16 insns, 8 acquisitions) x 24/8, on top of the 18 done
+    assert c.prof_ns[0]["f"] == 90 + 3 * 40
+    assert c.prof_insns[0]["f"] == 36 + 3 * 16
+    assert locks["l"].acquisitions == 18 + 3 * 8
 
 
 def test_skipped_faults_take_their_pages_from_the_allocator() -> None:
@@ -128,14 +134,15 @@ def test_skipped_faults_take_their_pages_from_the_allocator() -> None:
     allocated pages are still the managed pages, and the profile still sums to the task clock (the
     extrapolation rounds entry by entry). Found by the invariant fuzzer (7 processes x 3m, v6.6); run at 4m
     since session 19 charged each fork its measured cost (at 3m the processes, now started 55 µs apart, no
-    longer share a window: no skip)."""
+    longer share a window: no skip), at 24m since session 22's two-window rule (up to 16m no two windows
+    agree within 2%: no skip)."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "fuzz"))
     from test_invariants import _simulate, check_invariants
 
-    s = _simulate("thp_memscale", {"threads": "7", "bytes": "4m", "mode": "processes"}, "v6.6", 0)
+    s = _simulate("thp_memscale", {"threads": "7", "bytes": "24m", "mode": "processes"}, "v6.6", 0)
     assert s.fast_forward is not None and s.fast_forward.cycles >= 1  # a skip happened
     check_invariants(s)
 
@@ -151,8 +158,10 @@ def test_page_fault3_processes_fast_agrees_with_exact() -> None:
     spec = RunSpec("will-it-scale/page_fault3", "tiny", "v6.6",
                    params={"nr_task": "4", "memsize": "16m", "mode": "processes", "warmup": "1"})
     exact, fast = _both(spec)
-    assert fast.sim["ff_skipped_ops"] > 0.7 * 4 * 2 * 4096  # most of both rounds' 4 x 4,096 faults skipped
-    assert fast.sim["events"] < 0.3 * exact.sim["events"]
+    # most of both rounds' 4 x 4,096 faults skipped: 26,808 (0.18x the events) until session 21, 22,695 (0.31x)
+    # since session 22's two-window rule (a skip waits for a second window that agrees with the first)
+    assert fast.sim["ff_skipped_ops"] > 0.65 * 4 * 2 * 4096
+    assert fast.sim["events"] < 0.35 * exact.sim["events"]
     k = "will-it-scale.per_process_ops"
     assert _rel(exact.metrics[k], fast.metrics[k]) < 0.02
     for m in ("shmem.shmem_faults", "shmem.alloced"):
@@ -172,8 +181,9 @@ def test_page_fault3_threads_fast_agrees_with_exact() -> None:
     assert fast.sim["ff_skipped_ops"] > 0
     # 0.14x the events until session 16; 0.54x since a woken munmap no longer holds mmap_lock through its
     # wake-up (the rounds no longer run as a convoy, and fewer windows qualify: 26,847 ops skipped, 56,409
-    # before; docs/performance.md, session 16)
-    assert fast.sim["events"] < 0.6 * exact.sim["events"]
+    # before; docs/performance.md, session 16); 0.61x since session 22's two-window rule (rate +0.06% from
+    # --exact, +0.07% before)
+    assert fast.sim["events"] < 0.65 * exact.sim["events"]
     k = "will-it-scale.per_thread_ops"
     assert _rel(exact.metrics[k], fast.metrics[k]) < 0.02
     assert k + "_ci95" not in exact.metrics

@@ -182,8 +182,8 @@ def test_same_seed_same_result() -> None:
     spec = RunSpec("thp_memscale", "tiny", "v3.13", params=PARAMS, seed=7)
     a, b = run(spec).to_dict(), run(spec).to_dict()
     # the fast-forward's report (mmsim.metrics.sampling) is part of every non-exact thp_memscale run
-    ff = {"ff_cycles", "ff_skipped_ops", "ff_window_ops", "ff_windows_discarded", "ff_skipped_seconds",
-          "elapsed_ci95_seconds"}
+    ff = {"ff_cycles", "ff_skipped_ops", "ff_window_ops", "ff_windows_discarded", "ff_windows_unsteady",
+          "ff_skipped_seconds", "elapsed_ci95_seconds"}
     assert set(a["sim"]) == {"events", "wall_seconds", "simulated_seconds"} | ff
     assert a["sim"]["ff_skipped_ops"] == 0  # 2,199 faults: too few for a window of 2,048 and a skip
     assert _strip_wall(a) == _strip_wall(b)

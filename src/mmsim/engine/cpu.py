@@ -216,10 +216,11 @@ class Scheduler:
         yield PARK
 
     def user_return(self, task: Task) -> Generator[Any, Any, None]:
-        """Return to user space (``exit_to_user_mode_loop``): a preemption point,
-        honoured only when time sharing (so runs that are not oversubscribed are
-        exactly as before)."""
-        if self.slice_ns and self.cpus[task.cpu].need_resched:
+        """Return to user space from a syscall or a fault: a preemption point in every preemption model
+        (v3.x ``arch/x86/kernel/entry_64.S`` ``sysret_careful`` / ``retint_careful``: ``bt
+        $TIF_NEED_RESCHED`` then ``schedule``; v5.8+ ``exit_to_user_mode_loop``). Use as ``if
+        sched.cpus[t.cpu].need_resched: yield from sched.user_return(t)``."""
+        if self.cpus[task.cpu].need_resched:
             yield from self.cond_resched(task)
 
     def run_kernel_work(self, cpu_id: int, func: str, ns: int) -> None:

@@ -7,7 +7,9 @@ page, the guard page's mprotect — and ``clone``); each thread pins itself to C
 (``runon``), ``malloc(bytes)`` — above glibc's mmap threshold that is an
 anonymous ``mmap`` of bytes + 16 rounded up to pages, placed top-down and so
 generally not 2 MiB aligned — and then writes its whole buffer once,
-sequentially; the first write to each page (or 2 MiB huge page) faults.
+sequentially; the first write to each page (or 2 MiB huge page) faults. Each fault's and each syscall's
+return to user space is a preemption point (``Scheduler.user_return``): main, which shares CPU 0 with
+thread 0, is switched in there when it is woken.
 The benchmark time is the elapsed time of the process (``perf stat``).
 
 ``-b`` takes decimal multipliers (k = 10^3, m = 10^6, g = 10^9): the
@@ -183,6 +185,7 @@ class ThpMemscale:
         sub-page still cached costs the store loop, a missed one its read for ownership
         and write-back at the bandwidth share)."""
         pt = t.mm.pgtables
+        sched = system.sched
         node = system.machine.cpu_node(t.cpu)
         addr = start & ~(step - 1)
         pending = 0  # user store time charged, folded into the next event
@@ -207,6 +210,8 @@ class ThpMemscale:
             if state != PMD_HUGE and not (ptb is not None and ptb[(addr >> 12) & 511]):
                 yield from memory.handle_mm_fault(t, t.mm, vma, max(addr, start), pre_ns=pending)
                 pending = 0
+                if sched.cpus[t.cpu].need_resched:  # the fault's return to user space (docs/locks.md, session 22)
+                    yield from sched.user_return(t)
             if pt.pmd.get(slot) == PMD_HUGE:
                 nxt = (slot + 1) << 21
             else:
@@ -236,6 +241,7 @@ class ThpMemscale:
         MPOL_F_ADDR)`` per 4 KiB page address of the buffer, in order. A steady region of the fast mode of
         its own (positions from ``first``, past the write's); a skipped call changes no state."""
         ff: FastForward | None = system.fast_forward
+        sched = system.sched
         lo = -(-start // 4096) * 4096
         n = max(0, (end - lo) // 4096)
         if ff is not None:
@@ -252,6 +258,8 @@ class ThpMemscale:
                 if i + 1 >= n:
                     ff.leave(t.tid)
             yield from get_mempolicy_addr_node(t, t.mm, addr)
+            if sched.cpus[t.cpu].need_resched:  # the syscall's return to user space
+                yield from sched.user_return(t)
             if addr >= lo:
                 i += 1
             addr += 4096
