@@ -130,9 +130,9 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
     the page at ``addr`` (a generator; returns nothing the workloads use). v3.12 / v3.13 mm/mempolicy.c
     ``do_get_mempolicy``: ``down_read(&mm->mmap_sem)``, ``find_vma``, then ``lookup_node`` →
     ``get_user_pages`` of one page → ``__get_user_pages`` (its ``cond_resched()``, then) →
-    ``follow_page_mask`` (mm/memory.c): a huge PMD
-    under ``pmd_lockptr()`` (``mm->page_table_lock`` before the split PMD lock, e009bb30c8df; the PMD
-    table's own lock after it) for ``follow_trans_huge_pmd``, a 4 KiB page under its PTE table's split lock;
+    ``follow_page_mask`` (mm/memory.c): a huge PMD under ``pmd_lockptr()`` (``mm->page_table_lock`` before
+    the split PMD lock, e009bb30c8df; the PMD table's own lock after it) for ``follow_trans_huge_pmd``, a
+    4 KiB page under its PTE table's split lock;
     ``page_to_nid``, ``put_page``, ``up_read``. The page's own lines (``get_page_foll``, ``put_page``) are
     the calling thread's: their cost is in the path lengths (mm/costs.py, a native measurement of the whole
     call). The model's lines that other CPUs write: ``mmap_sem``'s count and the page-table lock.
