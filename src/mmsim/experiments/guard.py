@@ -90,9 +90,12 @@ HELD_RUN_BYTES = 48 << 10
 WALL_US_PER_EVENT: dict[str, float] = {
     # tiny 3 threads x 6m / 64m, THP off / on: 28.2 / 26.7 us; sgi-uv2000-512 v3.12, 512 threads x 512m: 35.0 us
     "thp_memscale": 30.0,
-    # tiny 4 tasks x 96m, THP off: 20.5 us; xeon-phi-7295 (288 CPUs) 128m: anon-w-seq 22.5, anon-w-rand 25.6 us
-    "vm-scalability/anon-w-seq": 21.0,
-    "vm-scalability/anon-w-rand": 24.0,
+    # tiny 4 tasks x 96m, THP off: 20.5 us; xeon-phi-7295 (288 CPUs) 128m: anon-w-seq 22.5, anon-w-rand 25.6 us.
+    # Session 22's VM (2026-12-04 04:18 UTC, quiet, benchmarks/guard_wall_per_event.py): 7.3, 8.6 and 10.8 us, a
+    # host ~2.5-3x faster. Where the two hosts differ by ~3x, the constant is their geometric mean, so that
+    # a run on either is within the scaling test's 3x (tests/hardening/test_guard_scaling.py)
+    "vm-scalability/anon-w-seq": 12.5,
+    "vm-scalability/anon-w-rand": 16.0,
     # tiny 3 tasks x 12m / 128m: 14.4 / 14.8 us
     "vm-scalability/anon-r-seq": 14.5,
     # tiny 3 tasks x 6m / 64m, THP off: 22.2 / 19.9 us
@@ -100,8 +103,9 @@ WALL_US_PER_EVENT: dict[str, float] = {
     # not measured again (only the slow suite runs them): 2026-12-01's figure
     "vm-scalability/anon-w-seq-hugetlb": 40.0,
     "vm-scalability/anon-cow-seq-hugetlb": 40.0,
-    # tiny 3 tasks x 4m: 24.2 us; tiny 4 tasks x 16m x 4 loops: 23.8 us; icelake-6338-2s 16 tasks x 8m: 26.0 us
-    "will-it-scale/page_fault1": 24.0,
+    # tiny 3 tasks x 4m: 24.2 us; tiny 4 tasks x 16m x 4 loops: 23.8 us; icelake-6338-2s 16 tasks x 8m: 26.0 us;
+    # session 22's VM: 7.8, 7.3 and 7.9 us (the geometric mean of the two hosts, as above)
+    "will-it-scale/page_fault1": 13.5,
     # tiny 3 tasks x 4m / icelake-6338-2s 16 tasks x 8m: page_fault2 13.5 / 16.8 us, page_fault3 7.3 / 8.4 us
     "will-it-scale/page_fault2": 15.0,
     "will-it-scale/page_fault3": 8.0,
@@ -110,8 +114,10 @@ WALL_US_PER_EVENT: dict[str, float] = {
     # per estimated event (an access batch of BATCH, 1.2 events; the estimate's batches assume LLC hits, so a
     # set that misses runs fewer, dearer ones): measured 2026-12-03 13:00 UTC on the quiet VM, tiny, 2 jobs, the
     # timed phase's extra CPU per extra event between 0.5 and 1.5 s runs: 471 us (4 MiB set) .. 736 us (256 MiB),
-    # 390-415 us per estimated event; CI stop 34 failed at 120 (64 MiB x 2 s: 0.32x)
-    "pmbench": 400.0,
+    # 390-415 us per estimated event; CI stop 34 failed at 120 (64 MiB x 2 s: 0.32x). On session 22's VM the same
+    # 64 MiB x 2 s case ran at 1/3.2 of that (~125 us; the slow scaling test's estimate/actual 3.18-3.34): the
+    # geometric mean of the two hosts, as above
+    "pmbench": 225.0,
     # tiny 2 pairs x 8m (1m messages): 27.6 us; 1 pair x 2m (32k): 29.3 us; icelake-6338-2s 16 pairs x 16m: 26.4 us
     "lmbench/bw_unix": 27.0,
     "lockstress": 1.5,
