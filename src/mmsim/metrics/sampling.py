@@ -310,8 +310,7 @@ class FastForward:
         h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
         per_op, ref = w / total, self._ref
         self._ref = (per_op, h)
-        drift = abs(per_op / ref[0] - 1.0) if ref is not None else math.inf
-        if drift > max(STEADY_TOL, math.hypot(h, ref[1] if ref is not None else 0.0)):
+        if ref is None or (drift := abs(per_op / ref[0] - 1.0)) > max(STEADY_TOL, math.hypot(h, ref[1])):
             self.windows_unsteady += 1
             self._start_window()  # this window is the reference; the next one starts now
             return
