@@ -69,3 +69,13 @@ def test_eta_follows_the_work_left_on_the_workers_seen() -> None:
     ends = [ln for ln in lines if " done in " in ln]
     assert [ln.split("; ")[-1].strip() if "ETA" in ln else "" for ln in ends] == [
         "ETA 10.0 s", "ETA 2.5 s", "ETA 2.5 s", ""]
+
+
+def test_every_arm_has_a_measured_weight() -> None:
+    """An arm missing from _ARM_WEIGHTS falls back to its experiment's longest arm, which would put a
+    short new arm at the front of the queue and skew the ETA: every registered arm is listed, and no
+    listed arm is gone."""
+    rp._load()
+    registered = {(e, a) for e, exp in rp.EXPERIMENTS.items() for a in exp.arms}
+    listed = {(e, a) for e, arms in rp._ARM_WEIGHTS.items() for a in arms}
+    assert registered == listed

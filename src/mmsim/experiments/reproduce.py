@@ -264,22 +264,22 @@ def reproduce(
 
 
 # Host seconds of each arm, only to order the pool's queue (longest first) and for the progress ETA: the
-# arms' own wall times in `mmsim reproduce --json` on this 2-core VM (2026-12-01 20:20 UTC, 2 workers, load
-# average ~6, so about 3x a quiet run's CPU seconds; the ratios are what matters). An arm not listed weighs
-# its experiment's entry in _WEIGHTS, else 10.
+# arms' own wall times in `mmsim reproduce --json --no-store` on this 2-core VM (2026-12-04 18:03-18:09 UTC,
+# fresh and quiet, 2 workers; 5 min 14 s in all). Only the ratios matter; they were last taken in session 21,
+# before the node check's stall was removed, and the ETA then said 29 s with 3 min left. An arm not listed
+# weighs its experiment's entry in _WEIGHTS, else 10.
 _ARM_WEIGHTS = {
-    # session 21 (thp_memscale's node check): 1,206 / 745 s quiet, x3 as the others
-    "split-pmd-ptl": {"v3.12": 3600.0, "v3.13": 2240.0},
-    "clear-order": {"v4.13": 55.0, "v4.14": 60.0, "v4.13/4": 4.8, "v4.14/4": 3.0},
-    "pcp-free-high": {"parent": 24.0, "patched": 17.0},
-    "hugetlb-rwsem": {"c0d0381ade79^": 29.0, "c0d0381ade79": 29.0, "c0d0381ade79+fix": 38.0},
-    "autonuma-scan": {"v5.4": 18.0, "v5.5": 18.0, "v5.4.tiering": 15.0, "v5.5.tiering": 14.0},
-    "mmap-thp-align": {"d4148aeab412^": 41.0, "d4148aeab412": 40.0},
-    "devzero-thp-align": {"849d5cff4d48^": 111.0, "849d5cff4d48": 64.0},
-    "vma-lock-shared-fault": {"parent": 313.0, "patched": 45.0, "parent/processes": 40.0,
-                              "patched/processes": 46.0},
-    "vma-lock-read-fault": {"parent": 152.0, "patched": 43.0},
-    "pcp-series": {"base": 31.0, "p1": 28.0, "p3": 25.0, "p5": 29.0, "p7": 29.0, "p9": 18.0},
+    "split-pmd-ptl": {"v3.12": 130.2, "v3.13": 120.0},
+    "clear-order": {"v4.13": 11.0, "v4.14": 11.5, "v4.13/4": 0.94, "v4.14/4": 0.90},
+    "pcp-free-high": {"parent": 5.1, "patched": 4.8},
+    "hugetlb-rwsem": {"c0d0381ade79^": 7.4, "c0d0381ade79": 7.7, "c0d0381ade79+fix": 7.7},
+    "autonuma-scan": {"v5.4": 6.0, "v5.5": 5.6, "v5.4.tiering": 4.9, "v5.5.tiering": 4.7},
+    "mmap-thp-align": {"d4148aeab412^": 6.7, "d4148aeab412": 6.4},
+    "devzero-thp-align": {"849d5cff4d48^": 16.7, "849d5cff4d48": 10.4},
+    "vma-lock-shared-fault": {"parent": 121.4, "patched": 15.8, "parent/processes": 21.5,
+                              "patched/processes": 20.2},
+    "vma-lock-read-fault": {"parent": 21.5, "patched": 14.3},
+    "pcp-series": {"base": 5.1, "p1": 5.0, "p3": 4.8, "p5": 4.5, "p7": 4.7, "p9": 4.6},
 }
 _WEIGHTS = {exp: max(arms.values()) for exp, arms in _ARM_WEIGHTS.items()}
 

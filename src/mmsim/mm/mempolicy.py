@@ -159,9 +159,14 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
     if s.sched.cpus[cpu].need_resched:
         yield from s.sched.cond_resched(task)
     lk = mm.pgtables.pmd_lockptr(slot) if huge else mm.pgtables.pte_lockptr(slot)
-    yield lk.acquire(task)
+    d = lk.acquire(task)
+    if d is PARK:
+        yield d
+        d = 0
+    # the lock's ns and the section under it in one yield, as for mmap_sem above: the same times (busy is
+    # accounting only, and the lock is held either way until release below), one event fewer per call
     lns, lins = path("follow_trans_huge_pmd" if huge else "follow_page_pte", ghz)
-    yield c.busy(cpu, "follow_trans_huge_pmd" if huge else "follow_page_mask", lns, lins)
+    yield d + c.busy(cpu, "follow_trans_huge_pmd" if huge else "follow_page_mask", lns, lins)
     lk.release(task)
     yield c.busy(cpu, "do_get_mempolicy", ns - ns // 2, ins - ins // 2)
     yield mm.mmap_sem.up_read(task)
