@@ -1,6 +1,7 @@
 """CacheLine keeps its spinner sums per socket (O(sockets) per update): they must
-equal the brute-force sums over every pair of spinner CPUs, through adds,
-removes and storms, on a 2-socket and a 32-socket machine."""
+equal the brute-force sums over every pair of spinner CPUs (non-inclusive LLC:
+the storm is a chain of core-to-core forwards) or of spinner sockets (inclusive
+L3: one forward per socket, the others L3 hits), through adds and removes."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ def _brute(machine_name: str, spinners: list[int]) -> tuple[float, float]:
     return pairs, sum(m.xfer_ns(0, b, modified=True) for b in spinners)
 
 
-@pytest.mark.parametrize("machine_name", ["xeon-e5-2699v3-2s", "sgi-uv2000-512"])
-def test_sums_match_brute_force(machine_name: str) -> None:
+def _walk(machine_name: str, steps: int = 300):  # type: ignore[no-untyped-def]
+    """Random adds and removes (repeats of one CPU included); yields (line, live spinners) every 25 steps."""
     m = get_machine(machine_name)
     line = CacheLine(m, owner=5)
     rnd = random.Random(7)
     live: list[int] = []
-    for step in range(300):
+    for step in range(steps):
         if live and rnd.random() < 0.4:
             cpu = live.pop(rnd.randrange(len(live)))
             line.remove_spinner(cpu)
@@ -35,11 +36,40 @@ def test_sums_match_brute_force(machine_name: str) -> None:
             line.add_spinner(cpu)
             live.append(cpu)
         if step % 25 == 0 and len(live) > 1:
-            pairs, first0 = _brute(machine_name, live)
-            assert line._pairs == pytest.approx(pairs, rel=1e-9)
-            got_first, got_per = line.storm(0)
-            assert got_first == pytest.approx(first0 / len(live), rel=1e-12)
-            assert got_per == pytest.approx(pairs / (len(live) * (len(live) - 1)), rel=1e-9)
+            yield line, live
+
+
+@pytest.mark.parametrize("machine_name", ["icelake-6338-2s", "cooperlake-8380h-4s"])
+def test_sums_match_brute_force(machine_name: str) -> None:
+    assert not CacheLine(get_machine(machine_name)).costs.by_socket
+    for line, live in _walk(machine_name):
+        n = len(live)
+        pairs, first0 = _brute(machine_name, live)
+        assert line._pairs == pytest.approx(pairs, rel=1e-9)
+        got_first, got_rest, got_mid = line.storm(0)
+        assert got_first == pytest.approx(first0 / n, rel=1e-12)
+        assert got_rest == pytest.approx(pairs / n, rel=1e-9)  # (n - 1) forwards at the mean pair HIT
+        assert got_mid == pytest.approx(pairs / n / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("machine_name", ["xeon-e5-2699v3-2s", "sgi-uv2000-512"])
+def test_inclusive_l3_storm_is_one_forward_per_socket(machine_name: str) -> None:
+    m = get_machine(machine_name)
+    l3 = m.cache("L3").latency_ns
+    assert CacheLine(m).costs.by_socket
+    for line, live in _walk(machine_name):
+        n = len(live)
+        socks = sorted({m.cpu_socket(c) for c in live})
+        k = len(socks)
+        first_cpu = {s: next(c for c in range(m.ncpus) if m.cpu_socket(c) == s) for s in socks}
+        hit = {(a, b): m.xfer_ns(first_cpu[a], first_cpu[b], modified=False)
+               for a in socks for b in socks if a != b}
+        _pairs, first0 = _brute(machine_name, live)
+        got_first, got_rest, got_mid = line.storm(0)
+        assert got_first == pytest.approx(first0 / n, rel=1e-12)
+        rest = (k - 1) * sum(hit.values()) / len(hit) if k > 1 else 0.0
+        assert got_rest == pytest.approx(rest, rel=1e-9, abs=1e-9)
+        assert got_mid == pytest.approx(rest / 2 + (n - k) / n * l3, rel=1e-9)
 
 
 def test_shared_rfo_is_the_mean_over_the_storm_readers() -> None:

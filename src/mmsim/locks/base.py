@@ -26,6 +26,16 @@ uniformly random place among the re-readers) each read is charged the
 * the line is busy for the whole storm; a given reader is served, on
   average, after the first read and half of the others.
 
+On a machine whose last-level cache is inclusive (``machine/cacheorg.py``: the Xeons before Skylake-SP)
+the storm is served per socket (session 23, docs/locks.md): the L3 holds every line its cores hold, with
+"core valid" bits, and "data is read directly from L3 if it is present in more than 1 core" (the F state is
+not in the cores there; it is on Skylake-SP's non-inclusive L3). So only the first re-reader of each socket
+sends a request across the interconnect: the line's path is the writer's HITM to the first reader, then one
+clean forward per further socket with spinners (the mean socket-to-socket HIT over ordered pairs of distinct
+spinner sockets), and a spinner that is not its socket's first reads the line from its L3 (the preset's L3
+latency) off that path. A random reader is served, on average, after the first read, half the forwards and,
+with odds (n - k) / n (n spinners on k sockets), an L3 hit.
+
 After a storm the line is Shared among the readers; the next write pays the
 expected transfer from a random reader (the F-state holder) to the writer.
 One exception: a write by the CPU whose write set off the storm, issued
@@ -59,6 +69,7 @@ from dataclasses import dataclass, field
 
 from mmsim.engine.core import Engine
 from mmsim.engine.cpu import Scheduler
+from mmsim.machine.cacheorg import INCLUSIVE, cache_org
 from mmsim.machine.model import Machine
 from mmsim.metrics.counters import Counters, LockStat
 
@@ -115,7 +126,8 @@ class LineCosts:
 
     Built once per machine (:func:`line_costs`)."""
 
-    __slots__ = ("hitm", "hit", "sock", "core", "smt", "tm", "th", "symmetric", "vecs", "vec_id")
+    __slots__ = ("hitm", "hit", "sock", "core", "smt", "tm", "th", "symmetric", "vecs", "vec_id", "l3_ns",
+                 "by_socket")
 
     def __init__(self, machine: Machine) -> None:
         n = machine.ncpus
@@ -128,6 +140,14 @@ class LineCosts:
         self.th: tuple[tuple[float, ...], ...] = machine._socket_hit  # type: ignore[attr-defined]
         ns = len(self.th)
         self.symmetric = all(self.th[a][b] == self.th[b][a] for a in range(ns) for b in range(ns))
+        # A storm is served per socket when the LLC is inclusive and is the socket's own (module docstring):
+        # then ``l3_ns`` is the L3 hit of a socket's later re-readers; 0.0 and ``by_socket`` False otherwise.
+        self.l3_ns = 0.0
+        if cache_org(machine.name).llc == INCLUSIVE:
+            l3 = next((c for c in machine.caches if c.name == "L3"), None)
+            if l3 is not None and l3.shared_by * ns == n:
+                self.l3_ns = float(l3.latency_ns)
+        self.by_socket = self.l3_ns > 0.0
         ids: dict[tuple[float, ...], int] = {}
         vecs: list[tuple[tuple[float, ...], ...]] = []
         for direction in (0, 1):
@@ -199,7 +219,7 @@ class CacheLine:
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
                  "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo", "local_ns", "_prev", "_req",
-                 "_land", "remote")
+                 "_land", "remote", "_socc", "_spairs")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -236,6 +256,10 @@ class CacheLine:
         self._req = -1
         self._land = 0
         self.remote = False  # the last write took the line from another CPU (a transfer)
+        # costs.by_socket: spinners per occupied socket, and the sum of HIT(a, b) over ordered pairs of
+        # distinct occupied sockets (the storm's forwards); else unused (the per-CPU ``_pairs`` instead)
+        self._socc: dict[int, int] = {}
+        self._spairs = 0.0
 
     # -- sums over the spinners ----------------------------------------------
     def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -293,12 +317,29 @@ class CacheLine:
         return self._out(th, c) + self._in(th, c)
 
     # -- spinners ------------------------------------------------------------
+    def _sock_both(self, s: int) -> float:
+        """Sum of HIT(s, o) + HIT(o, s) over the other occupied sockets ``o``."""
+        th = self.costs.th
+        row = th[s]
+        t = 0.0
+        for o in self._socc:
+            if o != s:
+                t += row[o] + th[o][s]
+        return t
+
     def add_spinner(self, cpu: int) -> None:
-        if self.nspin:
+        co = self.costs
+        if co.by_socket:
+            so = self._socc
+            s = co.sock[cpu]
+            v = so.get(s, 0)
+            if not v and so:
+                self._spairs += self._sock_both(s)
+            so[s] = v + 1
+        elif self.nspin:
             self._pairs += self._both(cpu)
         d = self._cpu
         d[cpu] = d.get(cpu, 0) + 1
-        co = self.costs
         if self._big:
             d = self._core
             k = co.core[cpu]
@@ -338,9 +379,18 @@ class CacheLine:
             if self._memo:
                 self._memo.clear()
         self.nspin -= 1
-        if self.nspin:
+        if self.costs.by_socket:
+            so = self._socc
+            s = self.costs.sock[cpu]
+            v = so[s] - 1
+            if v:
+                so[s] = v
+            else:
+                del so[s]
+                self._spairs = self._spairs - self._sock_both(s) if len(so) > 1 else 0.0
+        elif self.nspin:
             self._pairs -= self._both(cpu)
-        else:
+        if not self.nspin:
             self._pairs = 0.0
             if self._big:
                 self._big = False
@@ -350,15 +400,27 @@ class CacheLine:
         if self._log is not None:
             self._log.append((cpu, -1))
 
-    def storm(self, writer: int) -> tuple[float, float]:
-        """The re-read storm a write by ``writer`` sets off: (first read, each
-        later read), expected ns. (0, 0) without spinners."""
+    def storm(self, writer: int) -> tuple[float, float, float]:
+        """The re-read storm a write by ``writer`` sets off, expected ns: (the first re-read, the rest of
+        the line's path after it, the time after the first re-read until a random spinner has read the
+        line). (0, 0, 0) without spinners. :meth:`write` inlines the same arithmetic."""
         n = self.nspin
         if not n:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         first = self._out(self.costs.tm, writer) / n
-        per = self._pairs / (n * (n - 1)) if n > 1 else 0.0
-        return first, per
+        rest, mid = self._rest(n)
+        return first, rest, mid
+
+    def _rest(self, n: int) -> tuple[float, float]:
+        """(the storm's path after its first re-read, a random reader's wait after the first re-read) with
+        ``n`` spinners: per socket on an inclusive L3, else per CPU (module docstring)."""
+        co = self.costs
+        if co.by_socket:
+            k = len(self._socc)
+            rest = (k - 1) * (self._spairs / (k * (k - 1))) if k > 1 else 0.0
+            return rest, rest / 2 + (n - k) / n * co.l3_ns
+        rest = (n - 1) * (self._pairs / (n * (n - 1))) if n > 1 else 0.0
+        return rest, rest / 2
 
     # -- writes --------------------------------------------------------------
     def rfo_ns(self, cpu: int) -> float:
@@ -384,8 +446,8 @@ class CacheLine:
         """A write by ``cpu`` at ``now`` (``rmw``: a locked RMW, which costs :attr:`local_ns` on a line the
         CPU owns while another request for it is in flight; a plain store retires from the store buffer):
         queue for the line, take it, set off
-        the storm. Returns (ns until the write completes, first read, each later
-        read) of the storm; the line is busy until the storm ends.
+        the storm. Returns (ns until the write completes, the storm's first re-read, a random spinner's
+        wait after it: :meth:`storm`); the line is busy until the storm ends.
 
         The hot path of every lock: :meth:`rfo_ns` and :meth:`storm` are
         inlined here (same arithmetic)."""
@@ -433,15 +495,15 @@ class CacheLine:
         n = self.nspin
         if n:
             first = self._out(co.tm, cpu) / n
-            per = self._pairs / (n * (n - 1)) if n > 1 else 0.0
-            self.free_at = start + int(cost + first + (n - 1) * per)
+            rest, mid = self._rest(n)
+            self.free_at = start + int(cost + first + rest)
             self.owner = SHARED
             self._log = []
             self._nsnap = n
             self._wcpu = cpu
             self._wkept = False
             self._first_at = start + int(cost + first)
-            return start - now + ic, first, per
+            return start - now + ic, first, mid
         self.free_at = start + ic
         if self.remote and o >= 0:  # taken from an exclusive owner: in flight until the transfer ends
             self._prev = o

@@ -11,7 +11,8 @@ and so in what a hand-off costs.
   its current holder, invalidates every waiter's copy, and the waiters'
   re-reads are served one after another from the line's current holder
   (:class:`~mmsim.locks.base.CacheLine`: the first from the releaser, HITM;
-  the others clean forwards). The next ticket holder is, on average, half-way
+  the others clean forwards; on an inclusive L3 one forward per socket, the
+  socket's other waiters reading its L3). The next ticket holder is, on average, half-way
   through that storm, and the line is busy until all of it is over, so a
   hand-off grows linearly with the number of waiters: the collapse of
   Boyd-Wickizer, Kaashoek, Morris and Zeldovich, "Non-scalable locks are
@@ -239,7 +240,7 @@ class Spinlock:
         st.note_hold(now - self.acquired_at)
         line = self.line
         # The unlock store: take the line, invalidate the spinners, storm.
-        done, first, per = line.write(task.cpu, now)
+        done, first, mid = line.write(task.cpu, now)
         if not self.waiters:
             self.holder = None
             return 0
@@ -252,8 +253,8 @@ class Spinlock:
             return 0
         nxt, since, role = self.waiters.popleft()[:3]
         ncpu = nxt.cpu
-        # The next owner is, on average, half-way through the storm of the spinners.
-        h = done + int(first + (line.nspin - 1) * per / 2)
+        # The next owner is, on average, half-way through the storm of the spinners (CacheLine.storm).
+        h = done + int(first + mid)
         line.remove_spinner(ncpu)
         self.holder = nxt
         self.last_cpu = ncpu
