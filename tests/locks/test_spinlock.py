@@ -9,9 +9,10 @@ from the last writer, or, after a re-read storm, the mean HIT from the last
 storm's readers), then invalidates the spinners, whose re-reads are served: the
 first from the writer (mean HITM(writer, w)); tiny's L3 is inclusive, so then one
 forward per further socket with spinners (mean HIT over ordered pairs of their
-sockets), and a socket's other readers at its L3 (40 ns), off the line's path.
-The next owner is served half-way through: first + (k-1)/2 · forward +
-(n-k)/n · 40 (n spinners on k sockets). Ticket waiters all
+sockets), and a socket's other cores read its L3 one after another (40 ns each;
+SMT siblings share their core's read), off the line's path. The next owner is
+served half-way through: first + (k-1)/2 · forward + Σ_s c_s (m_s-1) / 2n · 40
+(n spinners on k sockets, c_s of them on m_s cores of socket s). Ticket waiters all
 spin on the line; qspinlock's only the pending waiter and the MCS queue head,
 and a queue head that takes the lock writes its successor's node (one HITM).
 """
@@ -63,30 +64,31 @@ def test_ticket_grant_times(make_rig: Callable[[], Rig]) -> None:
     #   CPU 1: RFO from {2}: 200; storm {2,6} (one socket): first 200, no forward: free 620;
     #          spinners {2,6,1} on sockets {1, 0}.
     # Release by 0 at 1000: RFO from {2,6}: 200; storm n=3 on k=2 sockets: first (200+200+50)/3 = 150,
-    #   one forward 200; CPU 2 half-way: 200 + int(150 + 200/2 + (3-2)/3 · 40) = 463 → 1463.
-    # Release by 2 at 2463: RFO from {2,6,1}: (0+10+200)/3 = 70; storm {6,1}: first
-    #   (10+200)/2 = 105, one forward 200: 70 + int(105 + 100) = 275 → 2738.
-    # Release by 6 at 3738: RFO from {6,1}: (0+200)/2 = 100; storm {1}: 200 → 4038.
-    assert granted == {0: 0, 2: 1463, 6: 2738, 1: 4038}
-    assert released[1] == 5038
+    #   one forward 200 (2 and 6 are one core: one L3 read); CPU 2 half-way: 200 + int(150 + 200/2) = 450
+    #   → 1450.
+    # Release by 2 at 2450: RFO from {2,6,1}: (0+10+200)/3 = 70; storm {6,1}: first
+    #   (10+200)/2 = 105, one forward 200: 70 + int(105 + 100) = 275 → 2725.
+    # Release by 6 at 3725: RFO from {6,1}: (0+200)/2 = 100; storm {1}: 200 → 4025.
+    assert granted == {0: 0, 2: 1450, 6: 2725, 1: 4025}
+    assert released[1] == 5025
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1463 + 2738 + 4038  # all waited from t=0
-    assert (st.wait_ns_min, st.wait_ns_max) == (1463, 4038)
+    assert st.wait_ns_total == 1450 + 2725 + 4025  # all waited from t=0
+    assert (st.wait_ns_min, st.wait_ns_max) == (1450, 4025)
     assert (st.hold_ns_total, st.hold_ns_min, st.hold_ns_max) == (4 * H, H, H)
     # lock->cpu: 0 first, so every later acquisition and contention bounced
     assert (st.acq_bounces, st.con_bounces) == (3, 3)
     assert st.kind == "spinlock(ticket)"
     # Spinning is charged on grant to the waiter's CPU under _raw_spin_lock.
-    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1463
-    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2738
-    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 4038
+    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1450
+    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2725
+    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 4025
     assert lk.holder is None
     assert (lk.line.nspin, lk.line.owner) == (0, 1)
     cols = st.to_dict()["lock_stat"]
     assert cols == {
-        "con-bounces": 3, "contentions": 3, "waittime-min": 1463, "waittime-max": 4038,
-        "waittime-total": 8239, "waittime-avg": 8239 / 3, "acq-bounces": 3, "acquisitions": 4,
+        "con-bounces": 3, "contentions": 3, "waittime-min": 1450, "waittime-max": 4025,
+        "waittime-total": 8200, "waittime-avg": 8200 / 3, "acq-bounces": 3, "acquisitions": 4,
         "holdtime-min": H, "holdtime-max": H, "holdtime-total": 4 * H, "holdtime-avg": float(H),
     }
 
@@ -98,25 +100,25 @@ def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     # (xchg_tail: RFO 10 + storm {2} 10; links into nobody's node) and spins on the lock
     # word; CPU 1 queues behind 6 (xchg_tail; writes 6's node: HITM(6,1) 200), spins locally.
     # (CPU 1's xchg_tail: storm {2,6}, one socket: first 200, no forward: line free 620.)
-    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6} (one socket): first 200, no forward;
-    #   CPU 2 (pending): 200 + int(200 + (2-1)/2 · 40) = 420 → 1420 (the line is free from 1400).
+    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6} (one socket, one core): first 200, no
+    #   forward, no L3 queue; CPU 2 (pending): 200 + int(200) = 400 → 1400 (the line is free from 1400).
     #   There it stores to the lock word (clear_pending_set_locked): RFO from its readers {2,6}:
-    #   (0+10)/2 = 5, and sets off CPU 6's re-read (10): granted 1425.
-    # Release by 2 at 2425: RFO from {6}: 10; storm {6}: 10 → 2445; CPU 6, the queue head,
+    #   (0+10)/2 = 5, and sets off CPU 6's re-read (10): granted 1405.
+    # Release by 2 at 2405: RFO from {6}: 10; storm {6}: 10 → 2425; CPU 6, the queue head,
     #   stores set_locked: RFO from {6}: 0, nobody spinning; then it writes CPU 1's node,
-    #   HITM(6,1) 200 → 2645. CPU 1 is now the head and spins on the lock word.
-    # Release by 6 at 3645: RFO from 6's own line: 0; storm {1}: 200 → 3845; CPU 1's store
-    #   hits its own line (readers {1}), nobody spinning: 3845.
-    assert granted == {0: 0, 2: 1425, 6: 2645, 1: 3845}
+    #   HITM(6,1) 200 → 2625. CPU 1 is now the head and spins on the lock word.
+    # Release by 6 at 3625: RFO from 6's own line: 0; storm {1}: 200 → 3825; CPU 1's store
+    #   hits its own line (readers {1}), nobody spinning: 3825.
+    assert granted == {0: 0, 2: 1405, 6: 2625, 1: 3825}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1425 + 2645 + 3845
-    assert st.wait_ns_max == 3845
+    assert st.wait_ns_total == 1405 + 2625 + 3825
+    assert st.wait_ns_max == 3825
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
     assert st.extra["lock_word_stores"] == 3  # each contended grant's set_locked / clear_pending_set_locked
     assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1425
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1405
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
@@ -127,24 +129,25 @@ def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> No
 
     First hand-off (0 → 2), both kinds: RFO of the line back to CPU 0 from the last
     arrival's readers (200) + CPU 2's place in the storm: first 200 (HITM 0→socket 1);
-    every re-reader is on socket 1, so no forward, and the others read the L3 (40 ns,
-    with odds (n-1)/n for CPU 2). Ticket: all nwait waiters re-read: 400, 420, 426,
-    430. Queued: at most 2 re-readers (pending CPU 2 and queue head CPU 3): 400, 420,
+    every re-reader is on socket 1, so no forward; its cores (2/6 and 3/7: at most two)
+    read the L3 one after another (40 ns; a random reader waits Σ c(m-1)/2n · 40 = 20
+    whenever both cores have one). Ticket: all nwait waiters re-read: 400, 420, 420,
+    420. Queued: at most 2 re-readers (pending CPU 2 and queue head CPU 3): 400, 420,
     420, 420, then CPU 2's lock-word store (clear_pending_set_locked) takes the line
     from its readers {2, 3} (+25): 400, 445, 445, 445.
     Second hand-off (2 → 3): ticket RFO from the readers {2, 3, 6, 7}[:nwait] + first
-    HITM from 2 + (n-1)/n · 40: 25 + 50 = 75; 20 + int(30 + 20) = 70; 27 + int(36.7 +
-    26.7) = 90. Queued: the unlock store takes the line from CPU 3 (50: CPU 2's store
+    HITM from 2 + the L3 queue: 25 + 50 = 75; 20 + int(30 + 20) = 70; 27 + int(36.7 +
+    20) = 83. Queued: the unlock store takes the line from CPU 3 (50: CPU 2's store
     left 3 the only reader), CPU 3's re-read (50), its set_locked (0: nobody else reads
     the line), so 100, plus 50 when 3 writes 6's node."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
-    assert g_ticket[2] - hold == [400, 420, 426, 430][nwait - 1]
+    assert g_ticket[2] - hold == [400, 420, 420, 420][nwait - 1]
     assert g_queued[2] - hold == [400, 445, 445, 445][nwait - 1]
     if nwait >= 2:
-        assert g_ticket[3] - g_ticket[2] - hold == [75, 70, 90][nwait - 2]
+        assert g_ticket[3] - g_ticket[2] - hold == [75, 70, 83][nwait - 2]
         assert g_queued[3] - g_queued[2] - hold == [100, 150, 150][nwait - 2]
 
 

@@ -32,9 +32,14 @@ the storm is served per socket (session 23, docs/locks.md): the L3 holds every l
 not in the cores there; it is on Skylake-SP's non-inclusive L3). So only the first re-reader of each socket
 sends a request across the interconnect: the line's path is the writer's HITM to the first reader, then one
 clean forward per further socket with spinners (the mean socket-to-socket HIT over ordered pairs of distinct
-spinner sockets), and a spinner that is not its socket's first reads the line from its L3 (the preset's L3
-latency) off that path. A random reader is served, on average, after the first read, half the forwards and,
-with odds (n - k) / n (n spinners on k sockets), an L3 hit.
+spinner sockets). The socket's other cores read the line from its L3 off that path, one core after another:
+"requests to the same address are not allowed to pass each other up in the Cbo" (Intel's uncore event
+UNC_C_RxR_IRQ_RETRY.ADDR_CONFLICT, Sandy Bridge-EP to Broadwell-EP; docs/sources-l3-contended-reads.md),
+each holding the slice for the preset's L3 latency (an estimate: the TOR holds an L3 hit "for a short
+time"; plausible 0.5-1.5x, the retry turnaround unknown); SMT siblings share one request (their core's
+L1). A random reader is served, on average, after the first read, half the forwards and half its socket's
+other cores: ``first + (k - 1) / 2 x forward + sum_s c_s (m_s - 1) / 2n x L3`` (n spinners on k sockets,
+c_s of them on m_s cores of socket s).
 
 After a storm the line is Shared among the readers; the next write pays the
 expected transfer from a random reader (the F-state holder) to the writer.
@@ -219,7 +224,7 @@ class CacheLine:
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
                  "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo", "local_ns", "_prev", "_req",
-                 "_land", "remote", "_socc", "_spairs")
+                 "_land", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -260,6 +265,10 @@ class CacheLine:
         # distinct occupied sockets (the storm's forwards); else unused (the per-CPU ``_pairs`` instead)
         self._socc: dict[int, int] = {}
         self._spairs = 0.0
+        # ... and spinners per occupied core, occupied cores per socket (m_s), and sum_s c_s x (m_s - 1)
+        self._corec: dict[int, int] = {}
+        self._sockm: dict[int, int] = {}
+        self._cm = 0
 
     # -- sums over the spinners ----------------------------------------------
     def _out(self, table: tuple[tuple[float, ...], ...], c: int) -> float:
@@ -336,6 +345,15 @@ class CacheLine:
             if not v and so:
                 self._spairs += self._sock_both(s)
             so[s] = v + 1
+            cc = self._corec
+            c = co.core[cpu]
+            w = cc.get(c, 0)
+            cc[c] = w + 1
+            sm = self._sockm
+            m = sm.get(s, 0)
+            m2 = m if w else m + 1
+            sm[s] = m2
+            self._cm += (v + 1) * (m2 - 1) - v * (m - 1)
         elif self.nspin:
             self._pairs += self._both(cpu)
         d = self._cpu
@@ -380,13 +398,27 @@ class CacheLine:
                 self._memo.clear()
         self.nspin -= 1
         if self.costs.by_socket:
+            co = self.costs
             so = self._socc
-            s = self.costs.sock[cpu]
+            s = co.sock[cpu]
+            cc = self._corec
+            c = co.core[cpu]
+            w = cc[c] - 1
+            if w:
+                cc[c] = w
+            else:
+                del cc[c]
+            sm = self._sockm
+            m = sm[s]
+            m2 = m if w else m - 1
             v = so[s] - 1
+            self._cm += v * (m2 - 1) - (v + 1) * (m - 1)
             if v:
                 so[s] = v
+                sm[s] = m2
             else:
                 del so[s]
+                del sm[s]
                 self._spairs = self._spairs - self._sock_both(s) if len(so) > 1 else 0.0
         elif self.nspin:
             self._pairs -= self._both(cpu)
@@ -418,7 +450,7 @@ class CacheLine:
         if co.by_socket:
             k = len(self._socc)
             rest = (k - 1) * (self._spairs / (k * (k - 1))) if k > 1 else 0.0
-            return rest, rest / 2 + (n - k) / n * co.l3_ns
+            return rest, rest / 2 + self._cm / (2 * n) * co.l3_ns
         rest = (n - 1) * (self._pairs / (n * (n - 1))) if n > 1 else 0.0
         return rest, rest / 2
 
