@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from wf_common import QSPIN, SMALL_P
+from wf_common import QMACHINE_P, QSPIN, SMALL_P
 
 from mmsim.cli import main
 
@@ -20,7 +20,7 @@ def cli(capsys: Cap, *argv: str) -> tuple[int, str, str]:
 
 
 def test_sweep_json_text_and_results(capsys: Cap, tmp_path: Path, store_path: Path) -> None:
-    argv = ["sweep", "lockstress", *SMALL_P, "-p", "tasks=2,8", "-k", "v3.12", "-k", f"v3.12+{QSPIN}",
+    argv = ["sweep", "lockstress", *SMALL_P, *QMACHINE_P, "-p", "tasks=2,8", "-k", "v3.12", "-k", f"v3.12+{QSPIN}",
             "--executor", "serial"]
     code, out, err = cli(capsys, *argv, "--json")
     assert code == 0, err
@@ -29,8 +29,9 @@ def test_sweep_json_text_and_results(capsys: Cap, tmp_path: Path, store_path: Pa
     pts = {(p["kernel"], p["swept"]["tasks"]): p for p in d["points"]}
     assert set(pts) == {("v3.12", "2"), ("v3.12", "8"), (f"v3.12+{QSPIN}", "2"), (f"v3.12+{QSPIN}", "8")}
     thr = {k: p["summary"]["lockstress.acquisitions_per_second"]["mean"] for k, p in pts.items()}
-    # ticket locks collapse at 8 waiters: 1.70x (1.98x before the qspinlock holder's lock-word store, issue 16)
-    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.70
+    # on Ice Lake-SP (non-inclusive L3) the ticket lock's 8 waiters re-read one after another: 1.65x (tiny's
+    # 1.70x until session 23, when tiny's inclusive L3 began to serve a storm per socket)
+    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.65
     assert pts[("v3.12", "8")]["params"]["tasks"] == 8 and pts[("v3.12", "8")]["runs"][0]["seed"] == 0
 
     code, out, _ = cli(capsys, *argv)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wf_common import QSPIN, SMALL
+from wf_common import QMACHINE, QSPIN, SMALL
 
 from mmsim.cli import main
 from mmsim.experiments.bisect import bisect, series_from_kernels
@@ -27,11 +27,11 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("saved")
     data: dict[str, Any] = {
         "compare": compare("lockstress", ["v3.12", f"v3.12+{QSPIN}"], params=SMALL, runs=2,
-                           executor="serial").to_dict(),
+                           executor="serial", machine=QMACHINE).to_dict(),
         "sweep": sweep("lockstress", {**SMALL, "tasks": "1,2,4,8"}, ["v3.12", f"v3.12+{QSPIN}"], runs=2,
                        executor="serial").to_dict(),
         "bisect": bisect("lockstress", series_from_kernels("v3.12", "v4.14"), params=SMALL, runs=1,
-                         executor="serial").to_dict(),
+                         executor="serial", machine=QMACHINE).to_dict(),
         "run": run(RunSpec("lockstress", kernel="v3.12", patches=(QSPIN,), policies={"pcp_batch": "127"},
                            params=SMALL)).to_dict(),
         # the shape of `mmsim reproduce --json` (experiments.reproduce.Outcome.to_dict), arms from real runs

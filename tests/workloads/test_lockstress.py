@@ -96,7 +96,8 @@ def test_set_spinlock_kind_per_lock_class() -> None:
     time: 19 of the 20 acquisitions contend. The queued lock's hand-offs carry at most
     two re-readers (pending waiter, MCS head) plus the node writes (34 of them) and the
     new holder's lock-word store (19, one per contended grant), so the waits are
-    shorter than under the ticket lock's storms of three."""
+    shorter than under the ticket lock's storms of three (which tiny's inclusive L3
+    serves per socket since session 23: 79,958 ns in all, 82,447 before)."""
     params = {"tasks": "4", "iterations": "5", "think_ns": "0", "hold_ns": "1000"}
 
     def go(kernel: str, policies: dict[str, str]) -> tuple[str, int, int, object, float]:
@@ -104,7 +105,7 @@ def test_set_spinlock_kind_per_lock_class() -> None:
         return (st["kind"], st["contentions"], st["wait_ns_total"], st.get("mcs_node_transfers"),
                 r.metrics["lockstress.elapsed_seconds"])
 
-    ticket = ("spinlock(ticket)", 19, 82_447, None, 27_450e-9)
+    ticket = ("spinlock(ticket)", 19, 79_958, None, 26_816e-9)
     queued = ("spinlock(queued)", 19, 77_132, 34, 26_008e-9)
     assert go("v3.12", {}) == ticket
     assert go("v3.12", {"spinlock_page_table_lock": "queued"}) == ticket
