@@ -34,7 +34,8 @@ def test_compare_text_is_lkp_layout_with_robot_verdict(capsys: Cap) -> None:
     # the mechanism: ticket spinning (_raw_spin_lock) replaced by the qspinlock slow path
     assert "of cycles in _raw_spin_lock" in out and "native_queued_spin_lock_slowpath" in out
     assert "(6 run now, 0 from the results store)" in out
-    code, out, _ = cli(capsys, "compare", "lockstress", "-k", "v3.12", "-k", f"v3.12+{QSPIN}", *SMALL_P, *QMACHINE_P, "-r", "3")
+    code, out, _ = cli(capsys, "compare", "lockstress", "-k", "v3.12", "-k", f"v3.12+{QSPIN}", *SMALL_P,
+                       *QMACHINE_P, "-r", "3")
     assert "(0 run now, 6 from the results store)" in out
 
 
@@ -87,8 +88,9 @@ SERIES = ["e009bb30c8df", "e1f56c89b040", "8382d914ebf7", QSPIN, "4fc828e24cd9"]
 
 
 def test_bisect_series_file_names_the_first_bad_patch(capsys: Cap, tmp_path: Path) -> None:
-    code, out, err = cli(capsys, "bisect", "lockstress", "--series", str(_series(tmp_path, SERIES)), *SMALL_P, *QMACHINE_P,
-                         "--metric", "lockstress.acquisitions_per_second", "--executor", "serial", "-r", "2")
+    code, out, err = cli(capsys, "bisect", "lockstress", "--series", str(_series(tmp_path, SERIES)), *SMALL_P,
+                         *QMACHINE_P, "--metric", "lockstress.acquisitions_per_second", "--executor", "serial",
+                         "-r", "2")
     assert code == 0, err
     assert f'first bad commit: {QSPIN} ("{QSPIN_SUBJECT}")  [4 of 5]' in out
     assert "FYI, we noticed a +" in out and f"due to commit {QSPIN}" in out  # the compare of the last step
