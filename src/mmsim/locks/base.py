@@ -80,6 +80,7 @@ from mmsim.metrics.counters import Counters, LockStat
 
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
 _NO_MEMO: dict[int, float] = {}  # CacheLine._memo while not _big (never written: no memory per line)
+_NO_COUNTS: dict[int, int] = {}  # CacheLine's per-socket counts until its first spinner (never written)
 SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
 
 
@@ -263,11 +264,12 @@ class CacheLine:
         self.remote = False  # the last write took the line from another CPU (a transfer)
         # costs.by_socket: spinners per occupied socket, and the sum of HIT(a, b) over ordered pairs of
         # distinct occupied sockets (the storm's forwards); else unused (the per-CPU ``_pairs`` instead)
-        self._socc: dict[int, int] = {}
+        # (dicts of their own from the first spinner on: most lines never have one)
+        self._socc: dict[int, int] = _NO_COUNTS
         self._spairs = 0.0
         # ... and spinners per occupied core, occupied cores per socket (m_s), and sum_s c_s x (m_s - 1)
-        self._corec: dict[int, int] = {}
-        self._sockm: dict[int, int] = {}
+        self._corec: dict[int, int] = _NO_COUNTS
+        self._sockm: dict[int, int] = _NO_COUNTS
         self._cm = 0
 
     # -- sums over the spinners ----------------------------------------------
@@ -340,6 +342,10 @@ class CacheLine:
         co = self.costs
         if co.by_socket:
             so = self._socc
+            if so is _NO_COUNTS:
+                so = self._socc = {}
+                self._corec = {}
+                self._sockm = {}
             s = co.sock[cpu]
             v = so.get(s, 0)
             if not v and so:
