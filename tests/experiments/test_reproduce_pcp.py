@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from mmsim.experiments.reproduce import reproduce
+from mmsim.experiments.reproduce import Outcome, reproduce
+
+
+@functools.cache
+def _outcome() -> Outcome:
+    """One run for both tests (~28 s each on session 24's VM)."""
+    (o,) = reproduce(["pcp-free-high"])
+    return o
 
 
 def test_pcp_free_high_mechanism_and_bands() -> None:
-    (o,) = reproduce(["pcp-free-high"])
+    o = _outcome()
     c = {ch.metric: ch for ch in o.checks}
     for name in ("bandwidth_change_pct", "zone_lock_spin_share.patched", "free_high_change_pct",
                  "llc_miss_rate.parent", "llc_miss_rate.patched"):
@@ -36,7 +45,7 @@ def test_pcp_free_high_mechanism_and_bands() -> None:
                    "path, zone lines and watermark reads, below its 30-60% band (docs/pcp-free-high.md); "
                    "strict: passing means the doc must change")
 def test_pcp_free_high_parent_spin_share_is_in_its_band() -> None:
-    (o,) = reproduce(["pcp-free-high"])
+    o = _outcome()
     c = {ch.metric: ch for ch in o.checks}
     assert c["zone_lock_spin_share.parent"].ok, c["zone_lock_spin_share.parent"].to_dict()
     assert o.ok

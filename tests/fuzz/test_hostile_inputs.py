@@ -1,7 +1,8 @@
 """The hostile-input corpus (issue 23) as a test: every case ends with exit 0, or one error line and exit 2
 (1 for a closed/full output), within 5 s and 512 MiB, and never echoes a planted secret.
 
-The default suite runs a bounded sample (every class several times); ``-m slow`` runs 5,600 cases.
+The default suite runs a bounded sample (every class several times); ``-m stress`` runs 5,600 cases
+(~30 min on 2 CPUs: not in CI, whose 90 minutes the full-scale experiments need).
 The generator and the contained runner are in ``hostile_corpus.py``.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from hostile_corpus import CLASSES, Case, Corpus, Outcome, Server, cases, run_forked
 
-FAST_CASES = 8 * len(CLASSES)  # 112
+FAST_CASES = 4 * len(CLASSES)  # 56
 SLOW_CASES = 400 * len(CLASSES)  # 5,600
 
 
@@ -95,7 +96,7 @@ def test_hostile_sample(server: Server, corpus: Corpus, tmp_path: Path) -> None:
     assert r["classes"] == {c: FAST_CASES // len(CLASSES) for c in CLASSES}
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_hostile_full(server: Server, corpus: Corpus, tmp_path: Path) -> None:
     r = _run_all(server, corpus, SLOW_CASES, seed=2023, tmp=tmp_path)
     assert r["problems"] == []

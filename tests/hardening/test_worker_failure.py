@@ -26,7 +26,7 @@ from mmsim.experiments.run import RunSpec
 from mmsim.experiments.sweep import sweep
 from mmsim.results.store import Store
 
-GRID = {"tasks": "8", "iterations": "8000", "think_ns": ",".join(str(t) for t in range(100, 110))}  # 10 points
+GRID = {"tasks": "8", "iterations": "4000", "think_ns": ",".join(str(t) for t in range(100, 110))}  # 10 points
 KILL_AT = (1, 4)  # SIGKILL a busy worker when the 1st and the 4th result arrive
 
 
