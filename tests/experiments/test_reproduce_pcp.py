@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from mmsim.experiments.reproduce import Outcome, reproduce
+from conftest import reproduce_once
+from mmsim.experiments.reproduce import Outcome
 
 
-@functools.cache
 def _outcome() -> Outcome:
-    """One run for both tests (~28 s each on session 24's VM)."""
-    (o,) = reproduce(["pcp-free-high"])
-    return o
+    """One run for both tests (~28 s each on session 24's VM): the session's shared run (conftest)."""
+    return reproduce_once("pcp-free-high")
 
 
 def test_pcp_free_high_mechanism_and_bands() -> None:
