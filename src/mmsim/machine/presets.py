@@ -53,6 +53,12 @@ MCCALPIN_BDW = (
     "J. McCalpin, Intel forum thread 'Core-to-Core Communication Latency in Skylake/Kaby Lake': "
     "Intel MLC L2-to-L2 modified intervention 40.3-42.3 ns within one Xeon E5-2660 v4 (Broadwell-EP)"
 )
+SOSP13_WSMEX = (
+    "David, Guerraoui, Trigonakis: 'Everything You Always Wanted to Know About Synchronization but Were "
+    "Afraid to Ask', SOSP 2013, Table 2 as quoted by a survey (8 x Xeon E7-8867L, Westmere-EX 10C, 2.13 GHz): "
+    "modified line loaded by another core, same die 109 cycles (51 ns), one hop 289 (136 ns); "
+    "docs/sources-contended-atomics.md"
+)
 INTEL_MLC_E7 = (
     "Intel Developer Zone blog 'Memory Latencies on Intel Xeon Processor E5-4600 and E7-4800 "
     "product families' (2014-01-28): Intel MLC on 4x E7-4800, local 135 ns, remote 194-202 ns"
@@ -344,7 +350,9 @@ def westmere_ex_4s() -> Machine:
         CacheLevel("L3", 30 * 1024, 24, LINE, 20, l3),  # ARK: 30 MB; Westmere-EX LLC 24-way
     )
     nodes = tuple(dram_node(i, 32, local, peak, i, remote) for i in range(4))  # 128 GiB total (design brief)
-    socket_xfer = ns(75, ghz)  # Levinthal: line modified in another core ~75 cycles
+    # SOSP'13 Table 2 (same Westmere-EX die): same die 109 cycles at 2.13 GHz = 51 ns, taken in ns (the ring's
+    # clock is not the core's; docs/machines.md, session 25). Was Levinthal's Nehalem-EP 75 cycles.
+    socket_xfer = round(109 / 2.13, 1)
     return Machine(
         name="westmere-ex-4s",
         description="4 x Xeon E7-4870 (Westmere-EX, 10C/20T, 30 MiB LLC each), 80 CPUs, 128 GiB",
@@ -358,8 +366,11 @@ def westmere_ex_4s() -> Machine:
             ghz, l2, socket_ns=socket_xfer, hop_ns=remote - local, local_ns=local,
             idle_exit_us=10,  # intel_idle.c nehalem_cstates (WESTMERE_EX): C1E exit_latency 10 us
             sources={
-                "line_xfer_socket_ns": f"{LEVINTHAL} (Nehalem core; plausible 30-45 ns on the EX ring)",
-                "line_xfer_remote_ns": f"{RULE_REMOTE}; {INTEL_MLC_E7}; plausible 90-140 ns",
+                "line_xfer_socket_ns": f"{SOSP13_WSMEX}; plausible 45-54 ns (the cycles at 2.4 GHz; mctop diassrv8)",
+                "line_xfer_remote_ns": (
+                    f"{RULE_REMOTE}; {INTEL_MLC_E7}; plausible 100-140 ns (SOSP'13's one hop on 8 sockets, 136 ns, "
+                    "is the validate check: 8-socket snoops wait for 2-hop responses)"
+                ),
             },
         ),
         sources={

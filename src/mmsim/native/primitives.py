@@ -65,7 +65,10 @@ PUBLISHED: dict[str, dict[str, tuple[float, str]]] = {
     "westmere-ex-4s": {
         "chase.DRAM": (135.0, "Intel MLC blog on 4 x E7-4800: local 135 ns"),
         "dram.remote": (197.0, "Intel MLC blog on 4 x E7-4800: remote 194-202 ns"),
-        "c2c.socket": (75 / 2.4, "Levinthal 2009: line modified in another core ~75 cycles"),
+        "c2c.socket": (109 / 2.13, "SOSP'13 Table 2 (second-hand), 8 x E7-8867L (Westmere-EX, same die): "
+                       "modified line, same die 109 cycles at 2.13 GHz"),
+        "c2c.remote": (289 / 2.13, "SOSP'13 Table 2 (second-hand), 8 x E7-8867L: one hop 289 cycles at 2.13 GHz "
+                       "(8 sockets: the snoop waits for 2-hop responses, so an upper figure for 4 sockets)"),
         "chase.L2": (10 / 2.4, "Levinthal 2009: L2 10 cycles"),
     },
     "cascadelake-optane-2s": {
