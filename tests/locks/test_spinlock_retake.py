@@ -2,9 +2,10 @@
 (0 and 1: HITM and HIT 50 ns), a locked RMW on an owned line 18 ns (18 cycles at 1 GHz,
 ``locks.base.LOCAL_RMW_CYCLES``), hold 0.
 
-A waiter's RMW that takes the line from its owner is in flight for the transfer (50 ns); the
-owner's own RMWs meanwhile complete locally, one after another (18 ns each), and push the
-request back (cache lock). With think 0 the releaser comes straight back and takes the lock
+A waiter's RMW that takes the line from its owner is in flight for the transfer (50 ns); until
+its request reaches the owner (half-way, 25 ns: ``locks.base.SNOOP_SHARE``, session 25) the
+owner's own RMWs complete locally, one after another (18 ns each), and push the request back
+(cache lock). With think 0 the releaser comes straight back and takes the lock
 again while the other CPU's RMW is in flight; with think 100 (> the transfer) it cannot.
 """
 
@@ -44,48 +45,50 @@ def _loop(r: Rig, kind: SpinlockKind, think: int, iters: int = 6) -> tuple[Spinl
 def test_ticket_think0_releaser_retakes_while_the_xadd_is_in_flight(make_rig: Callable[[], Rig]) -> None:
     lk, g = _loop(make_rig(), SpinlockKind.TICKET, think=0)
     # t=0: CPU 0 takes the lock on its own line (0 ns); CPU 1's xadd takes the line from CPU 0:
-    #   in flight until 50. CPU 0 releases (local store) and its xadd, on the line it still owns,
-    #   takes the next ticket ahead of CPU 1's: 18 ns each, at 0 -> 18, 18 -> 36, 36 -> 54 (the
-    #   last pushes CPU 1's arrival from 50 to 54). At 54 CPU 1's xadd has its ticket: CPU 0's
-    #   release takes the line back (HITM 50) and CPU 1's re-read comes from CPU 0 (50): 154.
-    #   From there the releaser's own xadd (right after its unlock store, before the waiter's
-    #   re-read has left) is always ahead of nothing: strict alternation, 75 ns per hand-off (the
-    #   unlock's RFO from the two readers, mean 25, then the re-read, 50). CPU 0 is done after
-    #   its 6th grant (379); CPU 1's last 3 find the lock free on its own line (no request in
-    #   flight: 0 ns).
-    assert g == [(0, 0), (18, 0), (36, 0), (54, 0), (154, 1), (229, 0), (304, 1), (379, 0),
-                 (454, 1), (454, 1), (454, 1), (454, 1)]
+    #   its request reaches CPU 0 at 25 (half the 50 ns round trip: locks.base.SNOOP_SHARE), its
+    #   RMW completes at 50. CPU 0 releases (local store) and its xadd, on the line it still owns,
+    #   takes the next ticket ahead of CPU 1's: 18 ns each, 0 -> 18 and 18 -> 36 (the second
+    #   overruns the snoop by 11: the cache lock pushes it to 36 and CPU 1's RMW to 61).
+    # 36: CPU 0's unlock store comes after the snoop: it queues behind CPU 1's RMW (61) and takes the
+    #   line back (HITM 50: 111); CPU 1's re-read from CPU 0 (50): CPU 1 holds at 161. CPU 0's xadd,
+    #   issued at 36, is in the storm's window (its first re-read request reaches CPU 0 at 136) but
+    #   waits for its own unlock store to complete (locked RMWs drain the store buffer): 111 + 18.
+    # From there strict alternation, 75 ns per hand-off (the unlock's RFO from the two readers, mean 25,
+    #   then the re-read, 50). CPU 0 is done after its 6th grant (536); CPU 1's last 2 find the lock
+    #   free on its own line (no request in flight: 0 ns).
+    assert g == [(0, 0), (18, 0), (36, 0), (161, 1), (236, 0), (311, 1), (386, 0), (461, 1), (536, 0), (611, 1),
+                 (611, 1), (611, 1)]
     st = lk.stat
-    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 5, 5)
-    assert st.extra["retakes_ahead_of_inflight"] == 3
+    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 7, 7)
+    assert st.extra["retakes_ahead_of_inflight"] == 2
 
 
 def test_queued_think0_fast_path_retakes_before_pending_lands(make_rig: Callable[[], Rig]) -> None:
     lk, g = _loop(make_rig(), SpinlockKind.QUEUED, think=0)
-    # t=0: CPU 0 takes the word (0 ns); CPU 1's fast-path cmpxchg finds it locked and sets
-    #   pending on the line it brought (one RMW), in flight until 50: CPU 0 re-takes by the fast
-    #   path at 0 -> 18 -> 36 -> 54 (arrival pushed to 54), as the ticket lock does.
-    # 54: CPU 0's unlock takes the line from CPU 1 (50), CPU 1's re-read (50): its
-    #   clear_pending_set_locked at 154, from the readers {1, 0} (mean 25): CPU 1 holds at 179.
-    #   CPU 0's fast-path cmpxchg at 54 found 0,1,0 (a hand-over under way): it waits it out,
-    #   and at 154 makes its "trylock || pending" cmpxchg, queued behind CPU 1's store (179),
-    #   from CPU 1 (50): in flight until 229. CPU 1 meanwhile re-takes by the fast path at
-    #   179 -> 197 -> 215 -> 233 (arrival pushed to 233). 233: CPU 1's unlock hands to CPU 0
-    #   pending: RFO 50 + re-read 50 (333) + store 25 = 358; CPU 1's cmpxchg at 233 waits out
-    #   that hand-over, and at 333 its pending cmpxchg queues behind CPU 0's store (358) and
-    #   takes the line from CPU 0: in flight until 408. CPU 0 re-takes once (358 -> 376) and is
-    #   done; CPU 1's pending lands on a free lock at 408, and its last grant is on its own line
-    #   with nothing in flight (0 ns).
-    assert g == [(0, 0), (18, 0), (36, 0), (54, 0), (179, 1), (197, 1), (215, 1), (233, 1),
-                 (358, 0), (376, 0), (408, 1), (408, 1)]
+    # t=0: CPU 0 takes the word (0 ns); CPU 1's fast-path cmpxchg finds it locked and sets pending
+    #   on the line it brought (one RMW): its request reaches CPU 0 at 25, the RMW lands at 50. CPU 0
+    #   re-takes by the fast path at 0 -> 18 -> 36 (the second pushes the snoop to 36, the landing
+    #   to 61), as the ticket lock does.
+    # 36: CPU 0's unlock queues behind CPU 1's RMW (61), RFO 50 (111), CPU 1's re-read (50): its
+    #   clear_pending_set_locked at 161, from the readers {1, 0} (mean 25): CPU 1 holds at 186.
+    #   CPU 0's fast-path cmpxchg at 36 (in the storm's window, after its unlock store: 129) found a
+    #   hand-over under way: it waits it out, and at 161 makes its "trylock || pending" cmpxchg, queued
+    #   behind CPU 1's store (186), from CPU 1: snoop at 211, landing at 236. CPU 1 re-takes at
+    #   186 -> 204 -> 222 (snoop pushed to 222, landing to 247). 222: CPU 1's unlock queues behind the
+    #   landing (247), RFO 50 + re-read 50 (347) + store 25: CPU 0 holds at 372; CPU 1's cmpxchg waits
+    #   out that hand-over, and at 347 its pending cmpxchg queues behind CPU 0's store (372), from CPU 0:
+    #   snoop 397, landing 422. CPU 0 re-takes at 372 -> 390 -> 408 (snoop and landing pushed by 11)
+    #   and is done; its unlock at 408 hands to CPU 1 (433 + 50 + 50, its store from its own copy: 533),
+    #   whose last two grants are on its own line with nothing in flight (0 ns).
+    assert g == [(0, 0), (18, 0), (36, 0), (186, 1), (204, 1), (222, 1), (372, 0), (390, 0), (408, 0), (533, 1),
+                 (533, 1), (533, 1)]
     st = lk.stat
-    # CPU 1's last pending cmpxchg found the lock free when it landed: no contention after all
-    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 2)
-    assert st.extra["retakes_ahead_of_inflight"] == 7
-    assert st.extra["landed_on_free_lock"] == 1
-    assert st.wait_ns_total == (179 - 0) + (358 - 54)  # CPU 1 from its issue at 0, CPU 0 from 54
+    assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 3)
+    assert st.extra["retakes_ahead_of_inflight"] == 6
+    assert "landed_on_free_lock" not in st.extra
+    assert st.wait_ns_total == (186 - 0) + (372 - 36) + (533 - 222)  # CPU 1 from 0, CPU 0 from 36, CPU 1 from 222
     assert st.extra["pending_rmws"] == 2  # the two waits out a hand-over, each then an RMW
-    assert st.extra["lock_word_stores"] == 2  # the two pending -> locked hand-overs
+    assert st.extra["lock_word_stores"] == 3  # the three pending -> locked hand-overs
 
 
 @pytest.mark.parametrize("kind", [SpinlockKind.TICKET, SpinlockKind.QUEUED])

@@ -39,24 +39,26 @@ def test_two_thread_handoff_on_tiny() -> None:
     """tiny, CPUs 0 and 1 (same socket, 50 ns), no think, no hold, 1,000 acquisitions each; a
     locked RMW on an owned line 18 ns (tests/locks/test_spinlock_retake.py has the first grants).
 
-    Ticket: CPU 1's first xadd is in flight for 50 ns, and CPU 0 re-takes the lock 3 times
-    meanwhile (0 -> 54). Then every acquisition is a hand-off: the releaser's unlock store sets
-    off the waiter's re-read (50); its next xadd, issued at once, hits the line still Modified in
-    its cache, so it keeps a copy, and the new holder's unlock store takes the line from the two
-    sharers (mean (0 + 50) / 2 = 25): 75 ns, except the first (100: from CPU 1's Modified line).
-    CPU 0 is done after 996 more; CPU 1's last 3 find the lock free on its own line (0 ns):
-    54 + 100 + 75 x 1,992 = 149,554 ns / 2,000 = 74.777, 0.9965 hand-offs per acquisition.
+    Ticket: CPU 1's first xadd is in flight for 50 ns; its request reaches CPU 0 at 25 (half the
+    round trip, locks.base.SNOOP_SHARE), and CPU 0 re-takes the lock twice meanwhile (0 -> 36, the
+    second pushing the snoop to 36). Then every acquisition is a hand-off: the releaser's unlock store
+    sets off the waiter's re-read (50); its next xadd, issued at once, waits for that store (a locked
+    RMW drains the store buffer) and completes on the line still Modified in its cache before the
+    re-read's request arrives, so it keeps a copy, and the new holder's unlock store takes the line
+    from the two sharers (mean (0 + 50) / 2 = 25): 75 ns, except the first (125: CPU 0's unlock queues
+    behind CPU 1's RMW, which lands at 61, then takes the line back, 50, and CPU 1 re-reads it, 50).
+    CPU 0 is done after 997 hand-offs; CPU 1's last 2 find the lock free on its own line (0 ns):
+    36 + 125 + 75 x 1,994 = 149,711 ns / 2,000 = 74.8555, 0.9975 hand-offs per acquisition.
 
-    Queued: a cycle per hand-off of 179 ns and 4 acquisitions: the unlock's RFO from the pending
-    waiter (50), its re-read (50), its clear_pending_set_locked from the two readers (25); the
-    other CPU waited out that hand-over and its pending cmpxchg (from the new holder, 50, queued
-    behind the store) is in flight while the new holder re-takes 3 times (3 x 18). 54 + 498
-    cycles + the last hand-off (100) = 89,296 ns / 2,000 = 44.648, 0.2495 hand-offs per
-    acquisition."""
+    Queued: a cycle of 186 ns and 3 acquisitions per hand-off: the holder's two fast-path re-takes
+    while the other CPU's pending cmpxchg is in flight (2 x 18; the second overruns the snoop and
+    pushes it), the rest of that transfer after the snoop (25), the unlock's RFO (50), the pending
+    waiter's re-read (50) and its clear_pending_set_locked from the two readers (25): 61.963 ns,
+    0.3335 hand-offs per acquisition."""
     t = simulated("tiny", "ticket", 2, 0, 0, 1000)
-    assert (t["ns_per_acq"], t["handoffs_per_acq"]) == (74.777, 0.9965)
+    assert (round(t["ns_per_acq"], 4), t["handoffs_per_acq"]) == (74.8555, 0.9975)
     q = simulated("tiny", "queued", 2, 0, 0, 1000)
-    assert (round(q["ns_per_acq"], 3), q["handoffs_per_acq"]) == (44.648, 0.2495)
+    assert (round(q["ns_per_acq"], 3), q["handoffs_per_acq"]) == (61.963, 0.3335)
 
 
 def test_row_verdicts() -> None:

@@ -44,10 +44,13 @@ c_s of them on m_s cores of socket s).
 After a storm the line is Shared among the readers; the next write pays the
 expected transfer from a random reader (the F-state holder) to the writer.
 One exception: a write by the CPU whose write set off the storm, issued
-before the storm's first re-read has reached it (e.g. a ticket-lock
+before the storm's first re-read request has reached it (e.g. a ticket-lock
 releaser's next ``xadd`` right after its unlock store), still finds the line
 Modified in its own cache and costs nothing; that CPU then counts among the
-storm's readers (it keeps a copy), and the storm goes on unchanged.
+storm's readers (it keeps a copy), and the storm goes on unchanged. The request
+reaches the writer :data:`SNOOP_SHARE` of the way through the first re-read's
+transfer (a round trip; session 25: until then the window ran to the data's
+arrival at the reader, an upper bound).
 
 A request in flight (session 11). A locked RMW on a line the CPU owns (Modified/Exclusive) completes
 in its own cache. With no other request for the line in flight it costs nothing here (its own cycles are
@@ -55,12 +58,13 @@ part of the calling path's length, as before); while one is in flight its durati
 it is charged :func:`local_rmw_ns`; the core "delays answering MESI share and RFO requests for the
 line until after the store part of the locked operation" (the cache lock). A write by another CPU to a line
 an exclusive owner holds is a request in flight for the transfer: the model orders it at the line when the
-transfer ends (``start + transfer``; the snoop reaches the owner somewhat earlier, by the data's return
-trip, so the window is an upper bound: an estimate, plausibly 1/2 .. 1 of the transfer). Until then the
-line is still the old owner's: its writes complete locally, one after another, each pushing the request's
-arrival to its end (cache lock). The lock models order a remote RMW's effect on the lock word at that
-arrival (:meth:`CacheLine.arrival`), so a releaser that comes straight back takes the lock again ahead of
-a request still in flight.
+transfer ends (``start + transfer``). The request reaches the owner earlier, by the data's return trip:
+at ``start + SNOOP_SHARE x transfer`` (session 25; it was the transfer's end until then, the upper bound of
+the estimate). Until then the line is still the old owner's: its writes complete locally, one after
+another, each pushing the snoop and the request's arrival by its overrun (cache lock); a write by the old
+owner after the snoop queues for the line behind the request. The lock models order a remote RMW's effect
+on the lock word at that arrival (:meth:`CacheLine.arrival`), so a releaser that comes straight back takes
+the lock again ahead of a request whose snoop has not reached it yet.
 
 All transfer costs come from :func:`_transfer_ns`, the one place that asks the
 machine: HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
@@ -81,6 +85,9 @@ from mmsim.metrics.counters import Counters, LockStat
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
 _NO_MEMO: dict[int, float] = {}  # CacheLine._memo while not _big (never written: no memory per line)
 _NO_COUNTS: dict[int, int] = {}  # CacheLine's per-socket counts until its first spinner (never written)
+# The share of a transfer's cost (a round trip: request out, data back) after which the request reaches the line's
+# owner, which then loses it (docs/locks.md, session 25): estimate, one trip of two; plausible 1/3 .. 2/3.
+SNOOP_SHARE = 0.5
 SMALL = 4  # up to this many distinct spinner CPUs, CacheLine sums over them directly (else per socket)
 
 
@@ -224,8 +231,8 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wkept", "_memo", "local_ns", "_prev", "_req",
-                 "_land", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm")
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns", "_prev",
+                 "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -254,13 +261,16 @@ class CacheLine:
         # the line from it: until then the line is still Modified in that CPU's cache.
         self._wcpu = -1
         self._first_at = 0
+        self._wdone = 0  # when that write itself completes (its RFO)
         self._wkept = False  # the storm's writer already counted among its readers
         self.local_ns = local_rmw_ns(machine)  # a locked RMW on a line this CPU owns
         # A write in flight to a line an exclusive owner held: the old owner ``_prev`` keeps the line until
-        # ``_land``, when the write by ``_req`` arrives (module docstring); -1: none in flight.
+        # ``_snoop``, when the request of ``_req`` reaches it, and the write completes at ``_land`` (module
+        # docstring); -1: none in flight.
         self._prev = -1
         self._req = -1
         self._land = 0
+        self._snoop = 0
         self.remote = False  # the last write took the line from another CPU (a transfer)
         # costs.by_socket: spinners per occupied socket, and the sum of HIT(a, b) over ordered pairs of
         # distinct occupied sockets (the storm's forwards); else unused (the per-CPU ``_pairs`` instead)
@@ -500,15 +510,24 @@ class CacheLine:
                 self._nsnap += 1
                 self._wkept = True
             self.remote = False
-            return (self.local_ns if rmw else 0), 0.0, 0.0
-        if cpu == self._prev and now < self._land:
-            # Another CPU's write is in flight to this line: until it arrives the line is still Modified
-            # here, so this write completes locally, and the request waits for it (cache lock).
+            if not rmw:
+                return 0, 0.0, 0.0
+            # A locked RMW waits for the store buffer to drain (Intel SDM vol. 3A, "Memory Ordering in P6 and
+            # More Recent Processor Families": "locked instructions have a total order"; reads and writes are
+            # not reordered with them): it executes when the storm's
+            # own write has the line, then completes locally.
+            w = self._wdone - now
+            return (w if w > 0 else 0) + self.local_ns, 0.0, 0.0
+        if cpu == self._prev and now < self._snoop:
+            # Another CPU's write is in flight to this line: until its request reaches this CPU the line is
+            # still Modified here, so this write completes locally, and the request waits for it (cache lock).
             self.remote = False
             c = self.local_ns if rmw else 0
-            if now + c > self._land:
-                self.free_at += now + c - self._land
-                self._land = now + c
+            if now + c > self._snoop:
+                d = now + c - self._snoop
+                self._snoop += d
+                self._land += d
+                self.free_at += d
             return c, 0.0, 0.0
         start = self.free_at if self.free_at > now else now
         o = self.owner
@@ -540,13 +559,15 @@ class CacheLine:
             self._nsnap = n
             self._wcpu = cpu
             self._wkept = False
-            self._first_at = start + int(cost + first)
+            self._first_at = start + int(cost + first * SNOOP_SHARE)
+            self._wdone = start + ic
             return start - now + ic, first, mid
         self.free_at = start + ic
         if self.remote and o >= 0:  # taken from an exclusive owner: in flight until the transfer ends
             self._prev = o
             self._req = cpu
             self._land = self.free_at
+            self._snoop = start + int(ic * SNOOP_SHARE)
         self.owner = cpu
         self._log = None
         self._wcpu = -1
