@@ -8,9 +8,10 @@ from conftest import reproduce_once
 
 # The checks that do not pass as the model stands (docs/pcp-series.md): the zone-lock share of base and p1
 # is 20 points under the published one, as in pcp-free-high (p3's came into its +-10 points with the zone
-# lines by layout, session 7). The p5 -> p7 miss-rate rise is a direction band: +0.11 points since session
-# 8's lock changes (published +2.6; it was -0.08 in session 7), so it passes.
-KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1"}
+# lines by layout, session 7). The p5 -> p7 miss-rate rise is a direction band that the model has no
+# mechanism for: -0.08 points in session 7, +0.11 from session 8's lock changes, -0.12 since session 25's
+# owner's window (5.69% -> 5.57%; published +2.6), so it is out again and listed.
+KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "cache_miss_rise.p5_to_p7"}
 
 
 @pytest.mark.slow
