@@ -93,3 +93,8 @@ def test_v313_note_names_each_page_table_lock() -> None:
     _, notes = _eval_split_pmd(res)
     assert notes[1].startswith("v3.13: ") and "split ptlock_ptr(pmd page) " in notes[1]
     assert "&mm->page_table_lock (__pmd_alloc only) " in notes[1] and "contentions); top symbol " in notes[1]
+    # v3.12's convoy line as perf c2c would show it: what the mm_struct line's writes met (tests/locks/
+    # test_line_counters.py has the counts of a scripted sequence)
+    assert notes[2].startswith("v3.12: its cache line (mm_struct's, with mmap_sem's count): ")
+    assert "% queued behind earlier writes and their re-read storms, " in notes[2]
+    assert "% completed in the writer's own window" in notes[2]

@@ -54,6 +54,15 @@ def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
         f"({b.locks['&mm->page_table_lock']['contentions']:,} contentions); top symbol "
         f"{b.profile[0]['symbol']} {b.profile[0]['percent']:.1f}%",
     ]
+    ln = a.locks["&mm->page_table_lock"].get("line")
+    if ln:  # the line the v3.12 convoy is on, as perf c2c would show it (docs/locks.md, session 26)
+        w = ln["writes"]
+        notes.append(
+            f"v3.12: its cache line (mm_struct's, with mmap_sem's count): {w:,} writes simulated; "
+            f"{100 * ln['queued'] / w:.1f}% queued behind earlier writes and their re-read storms, "
+            f"{ln['queue_wait_ns_avg'] / 1e3:,.1f} µs on average; {100 * ln['storms'] / w:.1f}% set off a storm "
+            f"({ln['spinners_per_storm']:.0f} spinners on average); {100 * ln['window_local'] / w:.1f}% completed "
+            f"in the writer's own window")
     return checks, notes
 
 

@@ -232,7 +232,8 @@ class CacheLine:
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
                  "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns", "_prev",
-                 "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm")
+                 "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm",
+                 "writes", "wlocal", "qwrites", "qwait", "storms", "sspin")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -240,6 +241,17 @@ class CacheLine:
         self.home = owner
         self.free_at = 0
         self.transfers = 0
+        # What the line's writes met (perf c2c's view of one line; reported with the locks on it,
+        # LockStat.line_dict): writes that took the general path, writes that completed in the writer's
+        # own window (a storm's writer, the old owner of a write in flight), writes that queued behind the
+        # line (``free_at`` > now) and their total wait in ns, writes that set off a re-read storm and the
+        # spinners they found. Counts only: nothing reads them during the run.
+        self.writes = 0
+        self.wlocal = 0
+        self.qwrites = 0
+        self.qwait = 0
+        self.storms = 0
+        self.sspin = 0
         self.nspin = 0
         # Spinners per CPU, per core and per socket (occupied entries only). A sum over the
         # spinners is then a sum over the sockets they occupy plus a same-core correction
@@ -510,6 +522,7 @@ class CacheLine:
                 self._nsnap += 1
                 self._wkept = True
             self.remote = False
+            self.wlocal += 1
             if not rmw:
                 return 0, 0.0, 0.0
             # A locked RMW waits for the store buffer to drain (Intel SDM vol. 3A, "Memory Ordering in P6 and
@@ -522,6 +535,7 @@ class CacheLine:
             # Another CPU's write is in flight to this line: until its request reaches this CPU the line is
             # still Modified here, so this write completes locally, and the request waits for it (cache lock).
             self.remote = False
+            self.wlocal += 1
             c = self.local_ns if rmw else 0
             if now + c > self._snoop:
                 d = now + c - self._snoop
@@ -529,7 +543,13 @@ class CacheLine:
                 self._land += d
                 self.free_at += d
             return c, 0.0, 0.0
-        start = self.free_at if self.free_at > now else now
+        self.writes += 1
+        start = self.free_at
+        if start > now:
+            self.qwrites += 1
+            self.qwait += start - now
+        else:
+            start = now
         o = self.owner
         co = self.costs
         self._prev = -1
@@ -551,6 +571,8 @@ class CacheLine:
         ic = int(cost)  # once (host time: an int() call fewer per write)
         n = self.nspin
         if n:
+            self.storms += 1
+            self.sspin += n
             first = self._out(co.tm, cpu) / n
             rest, mid = self._rest(n)
             self.free_at = start + int(cost + first + rest)

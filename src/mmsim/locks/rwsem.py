@@ -140,6 +140,7 @@ class RwSem:
         self._rst: LockStat = st.read
         self._wst: LockStat = st.write
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
+        self.stat.lines.append(self.line)
         self.policy = policy if policy is not None else RwsemPolicy(spin_on_owner=spin_on_owner)
         self.readers = 0
         self.writer: Task | None = None
@@ -547,6 +548,7 @@ class AtomicCounter:
         self.ctx = ctx
         self.stat = ctx.stat(name, "atomic")
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
+        self.stat.lines.append(self.line)
 
     def add(self, task: Task, func: str) -> int:
         now = self.ctx.engine.now

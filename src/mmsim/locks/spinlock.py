@@ -105,6 +105,7 @@ class Spinlock:
         # its contention was counted as a con-bounce
         self.waiters: deque[list[Any]] = deque()
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
+        self.stat.lines.append(self.line)
         self.last_cpu = -1  # CPU of the last acquisition (lock_stat's bounces)
         self._ticket = kind is SpinlockKind.TICKET
         # qspinlock: a pending -> locked hand-over under way (the word reads 0,1,0 until the new holder's

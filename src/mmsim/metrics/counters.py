@@ -8,6 +8,7 @@ only at report time, like the kernel's per-CPU ``vm_event_states``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mmsim.metrics.events import N_PERF, N_VM, PerfEvent, VmEvent
 
@@ -111,6 +112,9 @@ class LockStat:
     write: LockStat | None = None  # rwsem write side
     _nwait: int = 0
     _nhold: int = 0
+    # The cache lines of the class's instances (locks.base.CacheLine; a line may be shared with other
+    # classes, e.g. mm_struct's): their write counters are reported by line_dict(), not copied.
+    lines: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     # -- recording (hot paths: plain attribute arithmetic) --------------------
     def note_acquire(self, cpu: int, last_cpu: int) -> None:
@@ -181,6 +185,32 @@ class LockStat:
             "holdtime-avg": self.hold_ns_total / self._nhold if self._nhold else 0.0,
         }
 
+    def line_dict(self) -> dict[str, float]:
+        """What the writes to the class's cache lines met, summed over its instances' distinct lines (a line
+        it shares with other classes counts their writes too): ``writes`` in all; ``window_local`` completed
+        in the writer's own window; ``queued`` waited for the line behind earlier writes and their re-read
+        storms, ``queue_wait_ns_avg`` on average; ``storms`` set off a re-read storm, with
+        ``spinners_per_storm`` spinners on average; ``transfers`` took the line from another cache.
+        Simulated writes only (in fast mode the windows', not extrapolated). {} if nothing wrote them."""
+        seen: set[int] = set()
+        w = wl = q = qw = st = sp = tr = 0
+        for ln in self.lines:
+            if id(ln) in seen:
+                continue
+            seen.add(id(ln))
+            w += ln.writes
+            wl += ln.wlocal
+            q += ln.qwrites
+            qw += ln.qwait
+            st += ln.storms
+            sp += ln.sspin
+            tr += ln.transfers
+        if not w + wl:
+            return {}
+        return {"writes": w + wl, "window_local": wl, "queued": q,
+                "queue_wait_ns_avg": round(qw / q, 1) if q else 0.0, "storms": st,
+                "spinners_per_storm": round(sp / st, 2) if st else 0.0, "transfers": tr}
+
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = {
             "kind": self.kind,
@@ -193,6 +223,9 @@ class LockStat:
             "hold_ns_max": self.hold_ns_max,
             **self.extra,
         }
+        line = self.line_dict()
+        if line:
+            d["line"] = line
         if self.read is None or self.write is None:
             d["lock_stat"] = self.columns()
         else:

@@ -122,6 +122,25 @@ def lock_stat_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP
     return t
 
 
+def lock_lines_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TOP) -> Table:
+    """The cache lines under the locks, as ``perf c2c`` looks at a contended line: what each write met
+    (``LockStat.line_dict``), most total queueing first. A line that several classes share (mm_struct's)
+    shows under each of them with the same counts."""
+    t = Table(["class", "writes", "in window %", "queued %", "queue wait avg µs", "storms %", "spinners/storm",
+               "transfers"], align="lrrrrrrr",
+              title="Lock cache lines (simulated writes; a line shared by classes counts under each):")
+    used = [(name, s["line"]) for name, s in locks.items() if s.get("line")]
+    order = sorted(used, key=lambda kv: (-kv[1]["queued"] * kv[1]["queue_wait_ns_avg"], kv[0]))
+    for name, ln in order[:top]:
+        w = ln["writes"] or 1
+        t.rows.append([
+            name, fmt_int(ln["writes"]), f"{100 * ln['window_local'] / w:.1f}", f"{100 * ln['queued'] / w:.1f}",
+            f"{ln['queue_wait_ns_avg'] / 1e3:,.3f}", f"{100 * ln['storms'] / w:.1f}", f"{ln['spinners_per_storm']:.1f}",
+            fmt_int(ln["transfers"]),
+        ])
+    return t
+
+
 def sim_line(sim: Mapping[str, Any]) -> str:
     events = int(sim.get("events", 0))
     wall = float(sim.get("wall_seconds", 0.0))
@@ -153,6 +172,9 @@ def format_run(runs: Mapping[str, Any] | Sequence[Mapping[str, Any]], perf_block
         ls = lock_stat_table(run["locks"])
         if ls.rows:
             doc.append(ls)
+        ll = lock_lines_table(run["locks"])
+        if ll.rows:
+            doc.append(ll)
     doc.append(sim_line(run.get("sim") or {}) + (f" (run 1 of {len(rs)})" if len(rs) > 1 else ""))
     return doc
 
