@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from mmsim.experiments.run import RunResult, RunSpec, run
+from mmsim.locks.base import CacheLine
+from mmsim.machine import get_machine
 from mmsim.metrics.counters import Counters, LockStat
 from mmsim.metrics.sampling import FastForward
 
@@ -106,7 +108,8 @@ def test_same_seed_byte_identical_in_both_modes() -> None:
 
 def test_extrapolate_scales_every_additive_counter() -> None:
     c = Counters(2)
-    locks = {"l": LockStat("l", "spinlock(queued)", instances=1)}
+    line = CacheLine(get_machine("tiny"), owner=0)
+    locks = {"l": LockStat("l", "spinlock(queued)", instances=1, lines=[line])}
     t = [0]
     ff = FastForward(lambda: t[0], c, locks, 1, window_ops=8, skip_ratio=3.0, warm=1, tail=2)
     ff.register(1, 100, 0)
@@ -120,6 +123,9 @@ def test_extrapolate_scales_every_additive_counter() -> None:
             break
         c.busy(0, "f", 5, 2)
         locks["l"].acquisitions += 1
+        line.writes += 1  # and one write to the lock's line with a storm of 2 spinners, 7.5 ns of stall
+        line.sspin += 2
+        line.sstall += 7.5
     assert ff.skipped_ns == 240
     assert ff.skipped_ops == 24
     assert ff.windows_unsteady == 1 and ff.cycles == 1
@@ -127,6 +133,8 @@ def test_extrapolate_scales_every_additive_counter() -> None:
     assert c.prof_ns[0]["f"] == 90 + 3 * 40
     assert c.prof_insns[0]["f"] == 36 + 3 * 16
     assert locks["l"].acquisitions == 18 + 3 * 8
+    # the lock's cache line with it (docs/locks.md, session 27)
+    assert (line.writes, line.sspin, line.sstall) == (18 + 3 * 8, 2 * (18 + 3 * 8), 7.5 * (18 + 3 * 8))
 
 
 def test_skipped_faults_take_their_pages_from_the_allocator() -> None:

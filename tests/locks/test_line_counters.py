@@ -4,9 +4,12 @@ across), every count derived by hand from the module docstring of ``locks/base.p
 
 from __future__ import annotations
 
+from typing import Any
+
 from mmsim.locks.base import CacheLine
 from mmsim.machine import get_machine
-from mmsim.metrics.counters import LockStat
+from mmsim.machine.cacheorg import spin_instructions
+from mmsim.metrics.counters import LockStat, line_spin_misses
 from mmsim.report.text import lock_lines_table
 
 
@@ -31,9 +34,38 @@ def test_lockstat_line_dict_sums_distinct_lines_and_the_table_shows_them() -> No
     ln = _scripted()
     st = LockStat("l", "spinlock(ticket)", lines=[ln, ln])  # two instances on one line: counted once
     d = st.line_dict()
+    # the storm's spinners (CPUs 3 and 0, one per socket) each stall from the invalidation (the writer owned
+    # the line: no transfer) to their re-read: the first re-read (50 + 200) / 2 = 125, then half the one
+    # socket-to-socket forward (200 / 2): 225 ns each (docs/locks.md, session 27)
+    assert ln.sstall == 2 * 225.0
     assert d == {"writes": 5, "window_local": 2, "queued": 1, "queue_wait_ns_avg": 30.0, "storms": 1,
-                 "spinners_per_storm": 2.0, "transfers": 2}
+                 "spinners_per_storm": 2.0, "reread_stall_ns_avg": 225.0, "transfers": 2}
     assert st.to_dict()["line"] == d
     assert LockStat("unused", "atomic").line_dict() == {}
     t = lock_lines_table({"l": st.to_dict(), "unused": LockStat("unused", "atomic").to_dict()})
-    assert t.rows == [["l", "5", "40.0", "20.0", "0.030", "20.0", "2.0", "2"]]
+    assert t.rows == [["l", "5", "40.0", "20.0", "0.030", "20.0", "2.0", "0.225", "2"]]
+
+
+def test_spinlock_waiters_retire_instructions_per_miss_and_unstalled_pause(monkeypatch: Any) -> None:
+    """perf's instructions for the ticket-lock spin symbol come from its line's misses and stall
+    (docs/locks.md, session 27): exactly spin_instructions(..., misses, stall), fewer than at the pause rate."""
+    import mmsim.experiments.run as run_mod
+
+    seen: dict[str, Any] = {}
+    orig = run_mod._result
+
+    def spy(spec: Any, system: Any, *a: Any) -> Any:
+        seen["system"] = system
+        return orig(spec, system, *a)
+
+    monkeypatch.setattr(run_mod, "_result", spy)
+    r = run_mod.run(run_mod.RunSpec("lockstress", "tiny", "v3.12", exact=True,
+                                    params={"tasks": "4", "think_ns": "0", "hold_ns": "50", "iterations": "300"}))
+    system = seen["system"]
+    misses, stall = line_spin_misses(system.locks.stats)
+    assert misses > 0 and stall > 0
+    e = system.counters.profile_total()["_raw_spin_lock"]
+    f = system.machine.freq_ghz
+    entry = next(p for p in r.profile if p["symbol"] == "_raw_spin_lock")
+    assert entry["instructions"] == spin_instructions("tiny", e.ns * f, misses, stall * f)
+    assert entry["instructions"] < spin_instructions("tiny", e.ns * f)

@@ -174,6 +174,14 @@ def test_spin_loops_retire_instructions() -> None:
     assert spin_instructions("cascadelake-optane-2s", 1400.0) == 10 * SPIN_LOOP_INSNS
 
 
+def test_a_spin_loop_retires_nothing_while_its_load_misses() -> None:
+    """docs/locks.md, session 27: one iteration per miss, and one per PAUSE of the time not stalled."""
+    # 1000 cycles of spinning, 3 misses stalling 700 of them: 3 + 300 / 10 iterations
+    assert spin_instructions("xeon-e5-2699v3-2s", 1000.0, 3, 700.0) == (3 + 30) * SPIN_LOOP_INSNS
+    # stall beyond the spin time (a rounding of the expected re-read time): no negative loop time
+    assert spin_instructions("xeon-e5-2699v3-2s", 1000.0, 2, 1200.0) == 2 * SPIN_LOOP_INSNS
+
+
 def test_random_replacement_survival_is_exponential() -> None:
     """Random replacement: each fill into the set evicts the line with probability 1/W, so it survives
     x capacities of other data with e^-x, whatever the ways."""

@@ -15,7 +15,8 @@ from mmsim.errors import UserError
 from mmsim.experiments import guard as _guard
 from mmsim.experiments import noise as _noise
 from mmsim.kernels.catalog import resolve_kernel
-from mmsim.machine.cacheorg import SPIN_FUNCS, spin_instructions
+from mmsim.machine.cacheorg import LINE_SPIN_FUNCS, SPIN_FUNCS, spin_instructions
+from mmsim.metrics.counters import line_spin_misses
 from mmsim.metrics.events import PROC_VMSTAT, PerfEvent
 from mmsim.mm.system import System
 from mmsim.workloads.base import get_workload, resolve_params
@@ -210,11 +211,16 @@ def _result(spec: RunSpec, system: System, w: Any, params: dict[str, Any], wall:
     elapsed_ns = system.elapsed_ns if system.elapsed_ns >= 0 else system.engine.now
     cycles = int(perf_t[PerfEvent.TASK_CLOCK] * m.freq_ghz)
     prof = c.profile_total()
-    # spinning retires its pause loop's instructions (the lock models charge spin time only)
+    # spinning retires its pause loop's instructions (the lock models charge spin time only); a spinlock
+    # waiter's loop stalls on each re-read of its lock's line: the lines' misses and stall, spread over the
+    # spinlock spin symbols by their spin time (docs/locks.md, session 27)
+    misses, stall_ns = line_spin_misses(system.locks.stats)
+    line_ns = sum(prof[f].ns for f in LINE_SPIN_FUNCS if f in prof and not prof[f].insns) or 1
     for f in SPIN_FUNCS:
         e = prof.get(f)
         if e is not None and not e.insns:
-            e.insns = spin_instructions(m.name, e.ns * m.freq_ghz)
+            share = e.ns / line_ns if f in LINE_SPIN_FUNCS else 0.0
+            e.insns = spin_instructions(m.name, e.ns * m.freq_ghz, misses * share, stall_ns * share * m.freq_ghz)
             perf_t[PerfEvent.INSTRUCTIONS] += e.insns
     perf = {
         "task-clock": perf_t[PerfEvent.TASK_CLOCK] / 1e6,

@@ -233,7 +233,7 @@ class CacheLine:
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
                  "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns", "_prev",
                  "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm",
-                 "writes", "wlocal", "qwrites", "qwait", "storms", "sspin")
+                 "writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "sstall")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -245,13 +245,16 @@ class CacheLine:
         # LockStat.line_dict): writes that took the general path, writes that completed in the writer's
         # own window (a storm's writer, the old owner of a write in flight), writes that queued behind the
         # line (``free_at`` > now) and their total wait in ns, writes that set off a re-read storm and the
-        # spinners they found. Counts only: nothing reads them during the run.
+        # spinners they found, and those spinners' stall in ns: each one's copy is invalidated and its next
+        # load waits for its re-read (docs/locks.md, session 27: the spin loop's retired instructions).
+        # Counts only: nothing reads them during the run.
         self.writes = 0
         self.wlocal = 0
         self.qwrites = 0
         self.qwait = 0
         self.storms = 0
         self.sspin = 0
+        self.sstall = 0.0
         self.nspin = 0
         # Spinners per CPU, per core and per socket (occupied entries only). A sum over the
         # spinners is then a sum over the sockets they occupy plus a same-core correction
@@ -575,6 +578,8 @@ class CacheLine:
             self.sspin += n
             first = self._out(co.tm, cpu) / n
             rest, mid = self._rest(n)
+            # each spinner, from the invalidation (the writer's request reaching it) to its own re-read
+            self.sstall += n * (cost * (1.0 - SNOOP_SHARE) + first + mid)
             self.free_at = start + int(cost + first + rest)
             self.owner = SHARED
             self._log = []

@@ -54,6 +54,9 @@ SPIN_LOOP_INSNS = 4
 # lock's spin is inlined in _raw_spin_lock, which also carries its uncontended acquire (one locked RMW)
 SPIN_FUNCS = ("native_queued_spin_lock_slowpath", "_raw_spin_lock", "rwsem_optimistic_spin",
               "mutex_spin_on_owner")
+# Of those, the spinlock waiters', whose loads poll the lock's cache line as its registered spinners: each
+# write to the line costs each of them a miss and a stall until its re-read (docs/locks.md, session 27)
+LINE_SPIN_FUNCS = SPIN_FUNCS[:2]
 SKYLAKE_PAUSE = 140.0  # Opt. manual: Skylake PAUSE "as many as 140 cycles"
 
 
@@ -95,6 +98,9 @@ def cache_org(machine_name: str) -> CacheOrg:
     return CACHE_ORG.get(machine_name, DEFAULT_ORG)
 
 
-def spin_instructions(machine_name: str, spin_cycles: float) -> int:
-    """Instructions a spin loop retires in ``spin_cycles``: one loop iteration per PAUSE."""
-    return int(spin_cycles / cache_org(machine_name).pause_cycles * SPIN_LOOP_INSNS)
+def spin_instructions(machine_name: str, spin_cycles: float, misses: float = 0.0, stall_cycles: float = 0.0) -> int:
+    """Instructions a spin loop retires in ``spin_cycles``: one loop iteration per PAUSE while its load hits,
+    and one per miss of its load, whose ``stall_cycles`` (all misses together) retire nothing: the loop's
+    test and branch wait for the load (docs/locks.md, session 27)."""
+    running = max(0.0, spin_cycles - stall_cycles)
+    return int((misses + running / cache_org(machine_name).pause_cycles) * SPIN_LOOP_INSNS)

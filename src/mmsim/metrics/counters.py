@@ -190,10 +190,12 @@ class LockStat:
         it shares with other classes counts their writes too): ``writes`` in all; ``window_local`` completed
         in the writer's own window; ``queued`` waited for the line behind earlier writes and their re-read
         storms, ``queue_wait_ns_avg`` on average; ``storms`` set off a re-read storm, with
-        ``spinners_per_storm`` spinners on average; ``transfers`` took the line from another cache.
-        Simulated writes only (in fast mode the windows', not extrapolated). {} if nothing wrote them."""
+        ``spinners_per_storm`` spinners on average, each of whom then waited ``reread_stall_ns_avg`` for its
+        re-read (docs/locks.md, session 27); ``transfers`` took the line from another cache. In fast mode
+        extrapolated with the lock statistics. {} if nothing wrote them."""
         seen: set[int] = set()
         w = wl = q = qw = st = sp = tr = 0
+        ss = 0.0
         for ln in self.lines:
             if id(ln) in seen:
                 continue
@@ -204,12 +206,14 @@ class LockStat:
             qw += ln.qwait
             st += ln.storms
             sp += ln.sspin
+            ss += ln.sstall
             tr += ln.transfers
         if not w + wl:
             return {}
         return {"writes": w + wl, "window_local": wl, "queued": q,
                 "queue_wait_ns_avg": round(qw / q, 1) if q else 0.0, "storms": st,
-                "spinners_per_storm": round(sp / st, 2) if st else 0.0, "transfers": tr}
+                "spinners_per_storm": round(sp / st, 2) if st else 0.0,
+                "reread_stall_ns_avg": round(ss / sp, 1) if sp else 0.0, "transfers": tr}
 
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = {
@@ -231,3 +235,22 @@ class LockStat:
         else:
             d["lock_stat"] = {"W": self.write.columns(), "R": self.read.columns()}
         return d
+
+
+def distinct_lines(locks: dict[str, LockStat]) -> list[Any]:
+    """The distinct cache lines of the lock classes (a line may carry several classes), in a fixed order."""
+    seen: set[int] = set()
+    out = []
+    for name in sorted(locks):
+        for ln in locks[name].lines:
+            if id(ln) not in seen:
+                seen.add(id(ln))
+                out.append(ln)
+    return out
+
+
+def line_spin_misses(locks: dict[str, LockStat]) -> tuple[int, float]:
+    """(misses, stall ns) of the spinners on the lock classes' cache lines over the run: each write that set
+    off a re-read storm cost each spinner one miss and a stall until its re-read (``CacheLine.sstall``)."""
+    lines = distinct_lines(locks)
+    return sum(ln.sspin for ln in lines), sum(ln.sstall for ln in lines)

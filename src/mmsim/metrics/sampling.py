@@ -55,7 +55,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mmsim.metrics.counters import TASK_CLOCK, Counters, LockStat
+from mmsim.metrics.counters import TASK_CLOCK, Counters, LockStat, distinct_lines
 
 BATCHES = 8
 # Two consecutive windows whose mean time per operation differs by at most this (relative) are taken as one
@@ -89,10 +89,14 @@ def _lock_tuple(s: LockStat) -> tuple[int, int, int, int, int, dict[str, int]]:
     return (s.acquisitions, s.contentions, s.wait_ns_total, s.hold_ns_total, s.instances, dict(s.extra))
 
 
+# The additive counters of a lock's cache line (locks.base.CacheLine: what its writes met)
+LINE_COUNTS = ("writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "transfers", "sstall")
+
+
 class _Snapshot:
     """Every additive counter of a run at one moment."""
 
-    __slots__ = ("perf", "vm", "prof_ns", "prof_insns", "locks")
+    __slots__ = ("perf", "vm", "prof_ns", "prof_insns", "locks", "lines")
 
     def __init__(self, c: Counters, locks: dict[str, LockStat]) -> None:
         self.perf = [list(p) for p in c.perf]
@@ -100,6 +104,7 @@ class _Snapshot:
         self.prof_ns = [dict(d) for d in c.prof_ns]
         self.prof_insns = [dict(d) for d in c.prof_insns]
         self.locks = {k: _lock_tuple(s) for k, s in locks.items()}
+        self.lines = [(ln, tuple(getattr(ln, f) for f in LINE_COUNTS)) for ln in distinct_lines(locks)]
 
 
 def _scaled(delta: int, r: float) -> int:
@@ -148,6 +153,13 @@ def extrapolate(
         s.instances += _scaled(s.instances - inst, r)
         for k in sorted(s.extra):
             s.extra[k] += _scaled(s.extra[k] - extra.get(k, 0), r)
+    # the lock classes' cache lines, like lock_stat (a line created during the window started from zero)
+    seen = {id(ln) for ln, _ in a.lines}
+    for ln, v0 in a.lines + [(ln, (0,) * len(LINE_COUNTS)) for ln in distinct_lines(locks) if id(ln) not in seen]:
+        for f, x0 in zip(LINE_COUNTS, v0, strict=True):
+            x = getattr(ln, f)
+            if x != x0:
+                setattr(ln, f, x + ((x - x0) * r if f == "sstall" else _scaled(x - x0, r)))
 
 
 class FastForward:

@@ -127,8 +127,8 @@ def lock_lines_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TO
     (``LockStat.line_dict``), most total queueing first. A line that several classes share (mm_struct's)
     shows under each of them with the same counts."""
     t = Table(["class", "writes", "in window %", "queued %", "queue wait avg µs", "storms %", "spinners/storm",
-               "transfers"], align="lrrrrrrr",
-              title="Lock cache lines (simulated writes; a line shared by classes counts under each):")
+               "re-read stall avg µs", "transfers"], align="lrrrrrrrr",
+              title="Lock cache lines (a line shared by classes counts under each):")
     used = [(name, s["line"]) for name, s in locks.items() if s.get("line")]
     order = sorted(used, key=lambda kv: (-kv[1]["queued"] * kv[1]["queue_wait_ns_avg"], kv[0]))
     for name, ln in order[:top]:
@@ -136,7 +136,7 @@ def lock_lines_table(locks: Mapping[str, Mapping[str, Any]], top: int = LOCKS_TO
         t.rows.append([
             name, fmt_int(ln["writes"]), f"{100 * ln['window_local'] / w:.1f}", f"{100 * ln['queued'] / w:.1f}",
             f"{ln['queue_wait_ns_avg'] / 1e3:,.3f}", f"{100 * ln['storms'] / w:.1f}", f"{ln['spinners_per_storm']:.1f}",
-            fmt_int(ln["transfers"]),
+            f"{ln.get('reread_stall_ns_avg', 0.0) / 1e3:,.3f}", fmt_int(ln["transfers"]),
         ])
     return t
 
