@@ -98,3 +98,4 @@ def test_v313_note_names_each_page_table_lock() -> None:
     assert notes[2].startswith("v3.12: its cache line (mm_struct's, with mmap_sem's count): ")
     assert "% queued behind earlier writes and their re-read storms, " in notes[2]
     assert "% completed in the writer's own window" in notes[2]
+    assert " µs until its re-read: IPC " in notes[2] and ", published 0.041)" in notes[2]
