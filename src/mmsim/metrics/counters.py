@@ -193,13 +193,9 @@ class LockStat:
         ``spinners_per_storm`` spinners on average, each of whom then waited ``reread_stall_ns_avg`` for its
         re-read (docs/locks.md, session 27); ``transfers`` took the line from another cache. In fast mode
         extrapolated with the lock statistics. {} if nothing wrote them."""
-        seen: set[int] = set()
         w = wl = q = qw = st = sp = tr = 0
         ss = 0.0
-        for ln in self.lines:
-            if id(ln) in seen:
-                continue
-            seen.add(id(ln))
+        for ln in distinct_lines({self.name: self}):
             w += ln.writes
             wl += ln.wlocal
             q += ln.qwrites
