@@ -42,6 +42,9 @@ V312 = {
     "rwsem_reader_steal": "off",
     "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
+    "rwsem_wait_lock": "on",
+    "rwsem_wake_in_wait_lock": "on",
+    "mutex_wake_in_wait_lock": "on",
     "mutex_osq": "off",
     "mutex_handoff": "off",
     "mmap_lock_name": "mmap_sem",
@@ -102,13 +105,14 @@ def test_later_releases_accumulate_patches() -> None:
     assert resolve("v3.12").policies["spinlock"] == "ticket"
     k = resolve("v4.13")
     # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock,
-    # v4.8 page tables charged to the memcg.
+    # v4.8 page tables charged to the memcg, v4.6 / v4.8 the mutex's and the rwsem's wake-ups after wait_lock.
     assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
-                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7", "3e79ec7")
+                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7", "1329ce6fbbe4", "133e89ef5ef3",
+                         "3e79ec7")
     assert k.policies == {
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
         "rwsem_spin_on_owner": "on", "spinlock": "queued", "mutex_osq": "on", "mutex_handoff": "on",
-        "pgtable_account": "on",
+        "pgtable_account": "on", "mutex_wake_in_wait_lock": "off", "rwsem_wake_in_wait_lock": "off",
     }
     assert resolve("v4.14").policies == {**k.policies, "huge_clear_order": "target-last"}
     assert resolve("v4.14").patches[-1] == "c79b57e462b5"
@@ -123,13 +127,15 @@ def test_lock_behaviours_by_version() -> None:
         return tuple(p[n] for n in ("rwsem_spin_on_owner", "rwsem_writer_spin_on_readers", "rwsem_reader_spin",
                                     "rwsem_reader_steal", "rwsem_reader_spin_adaptive",
                                     "rwsem_handoff", "rwsem_reader_wake", "mutex_osq",
-                                    "mutex_handoff", "mmap_lock_name"))
-    assert lk("v3.12") == ("off", "off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem")
-    assert lk("v4.13") == ("on", "off", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem")
-    assert lk("v5.4") == ("on", "on", "on", "off", "on", "on", "all", "on", "on", "mmap_sem")
+                                    "mutex_handoff", "mmap_lock_name", "rwsem_wait_lock", "rwsem_wake_in_wait_lock",
+                                    "mutex_wake_in_wait_lock"))
+    on, off = ("on", "on", "on"), ("on", "off", "off")  # the wait_lock, and the wake-ups inside it or not
+    assert lk("v3.12") == ("off", "off", "off", "off", "off", "off", "until-writer", "off", "off", "mmap_sem", *on)
+    assert lk("v4.13") == ("on", "off", "off", "off", "off", "off", "until-writer", "on", "on", "mmap_sem", *off)
+    assert lk("v5.4") == ("on", "on", "on", "off", "on", "on", "all", "on", "on", "mmap_sem", *off)
     assert lk("v5.7") == lk("v5.4")  # the hugetlb-rwsem arms (c0d0381ade79, v5.7) run v5.3's rwsem
     assert lk("c0d0381ade79") == lk("v5.4")
-    assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock")
+    assert lk("v6.6") == ("on", "on", "off", "on", "off", "on", "all", "on", "on", "mmap_lock", *off)
     assert set(KERNELS) == {"v3.12", "v3.13", "v4.13", "v4.14", "v4.17", "v4.18", "v5.4", "v5.5", "v5.6", "v5.7",
                             "v6.6", "v6.7", "v6.12", "v6.15", "c0d0381ade79^", "c0d0381ade79", "c0d0381ade79+fix",
                             "d4148aeab412^", "d4148aeab412", "849d5cff4d48^", "849d5cff4d48"}  # issue 22

@@ -84,7 +84,14 @@ def test_set_rwsem_reader_spin_changes_the_lock() -> None:
     assert (off.perf["context-switches"], on.perf["context-switches"]) == (59, 7)
     assert so["lock_stat"]["R"]["contentions"] == sn["lock_stat"]["R"]["contentions"] == 40
     assert (so["lock_stat"]["W"]["contentions"], sn["lock_stat"]["W"]["contentions"]) == (19, 7)
+    # the rwsem's wait_lock sections (docs/locks.md, session 27) lengthen each sleep and wake-up: without them
+    # the times are session 26's
     assert (off.metrics["lockstress.elapsed_seconds"], on.metrics["lockstress.elapsed_seconds"]) == (
+        372_502e-9, 120_826e-9)
+    nowl = {"rwsem_wait_lock": "off"}
+    off0 = run(RunSpec("lockstress", "tiny", "v4.13", policies=nowl, params=params))
+    on0 = run(RunSpec("lockstress", "tiny", "v4.13", policies={**nowl, "rwsem_reader_spin": "on"}, params=params))
+    assert (off0.metrics["lockstress.elapsed_seconds"], on0.metrics["lockstress.elapsed_seconds"]) == (
         358_050e-9, 118_800e-9)
 
 
@@ -124,7 +131,10 @@ def test_lock_stat_table_splits_rwsem_sides() -> None:
     r = run(RunSpec("lockstress", "tiny", "v3.12", params=params))
     t = lock_stat_table(r.locks)
     assert t.headers == ["class", *LOCK_STAT_COLUMNS]
-    assert [row[0] for row in t.rows] == ["lockstress-W", "lockstress-R"]
+    # and the rwsem's wait_lock (docs/locks.md, session 27): 59 sleepers queueing, and the releases that woke
+    # them (39), each a section
+    assert [row[0] for row in t.rows] == ["lockstress-W", "lockstress-R", "&sem->wait_lock"]
+    assert r.locks["&sem->wait_lock"]["acquisitions"] == 59 + 39 and r.locks["lockstress"]["sleeps"] == 59
     ls = r.locks["lockstress"]["lock_stat"]
     assert ls["W"]["acquisitions"] == 20 and ls["R"]["acquisitions"] == 40
     assert ls["W"]["acquisitions"] + ls["R"]["acquisitions"] == r.locks["lockstress"]["acquisitions"]

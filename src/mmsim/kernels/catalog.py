@@ -148,6 +148,20 @@ POLICIES: dict[str, Policy] = {
                "mutex: every optimistic spinner queues on the cancelable MCS lock (OSQ) while the owner "
                "runs (fb0527bd5ea9, v3.15); off: one spinner at a time, the others sleep",
                "kernel/locking/mutex.c mutex_optimistic_spin(), kernel/locking/osq_lock.c"),
+        Policy("rwsem_wait_lock", ("off", "on"),
+               "the rwsem's and the mutex's sem->wait_lock / lock->wait_lock sections (a sleeper queueing "
+               "itself, a release waking waiters), on the count's cache line, FIFO; off: not modelled "
+               "(before session 27)",
+               "v3.13 kernel/locking/rwsem-xadd.c rwsem_down_read_failed(), rwsem_wake(); v5.x "
+               "kernel/locking/rwsem.c; kernel/locking/mutex.c (docs/sources-rwsem-wait-lock.md)"),
+        Policy("rwsem_wake_in_wait_lock", ("off", "on"),
+               "a rwsem release calls wake_up_process for each woken waiter while holding wait_lock; off: "
+               "on a wake_q after the unlock (133e89ef5ef3, v4.8)",
+               "v3.13 kernel/locking/rwsem-xadd.c __rwsem_do_wake(); v4.8 rwsem-xadd.c rwsem_wake()"),
+        Policy("mutex_wake_in_wait_lock", ("off", "on"),
+               "a mutex unlock wakes the next waiter while holding wait_lock; off: after the unlock "
+               "(1329ce6fbbe4, v4.6)",
+               "kernel/locking/mutex.c __mutex_unlock_slowpath()"),
         Policy("mutex_handoff", ("off", "on"),
                "MUTEX_FLAG_HANDOFF: a woken first waiter that lost the mutex to a spinner gets it at the "
                "next unlock (9d659ae14b54, v4.10)",
@@ -419,6 +433,12 @@ PATCHES: dict[str, Patch] = {
               {"mutex_handoff": "on"}, "v4.10"),
         Patch("a33fda35e3a7", "locking/qspinlock: Introduce a simple generic 4-byte queued spinlock",
               {"spinlock": "queued"}, "v4.2"),
+        # the wake-ups of the sleeping locks leave wait_lock (docs/sources-rwsem-wait-lock.md: absent from
+        # v4.5.7 / v4.7.4, present in v4.6.2 / v4.8.15)
+        Patch("1329ce6fbbe4", "locking/mutex: Allow next waiter lockless wakeup",
+              {"mutex_wake_in_wait_lock": "off"}, "v4.6"),
+        Patch("133e89ef5ef3", "locking/rwsem: Enable lockless waiter wakeup(s)",
+              {"rwsem_wake_in_wait_lock": "off"}, "v4.8"),
         # tip core/rcu, 24 Mar 2020 (tip-bot2 mail, store id 48041276917); in Paul McKenney's "RCU commits
         # for v5.7" pull (store id 7179659054). A workload change, not a lock change: it moves which lines
         # the locktorture writers share (workloads/locktorture.py).
@@ -551,6 +571,9 @@ _V312 = {
     "rwsem_reader_steal": "off",
     "rwsem_reader_spin_adaptive": "off",
     "rwsem_handoff": "off",
+    "rwsem_wait_lock": "on",
+    "rwsem_wake_in_wait_lock": "on",
+    "mutex_wake_in_wait_lock": "on",
     "mutex_osq": "off",
     "mmap_lock_name": "mmap_sem",
     "mutex_handoff": "off",

@@ -96,16 +96,21 @@ class RwsemPolicy:
     wake_all: bool = False
     reader_steal: bool = False
     reader_spin_adaptive: bool = False
+    wait_lock: bool = False  # sem->wait_lock sections (docs/locks.md, session 27); off in unit tests' default
+    wake_in_wait_lock: bool = False  # wake_up_process under wait_lock (before 133e89ef5ef3, v4.8)
 
 
 @dataclass(frozen=True)
 class MutexPolicy:
     osq: bool = False
     handoff: bool = False
+    wait_lock: bool = False  # lock->wait_lock sections
+    wake_in_wait_lock: bool = False  # the next waiter woken under wait_lock (before 1329ce6fbbe4, v4.6)
 
 
 class _Waiter:
-    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin", "rspin", "pending")
+    __slots__ = ("task", "write", "since", "spinning", "woken", "saw_nonspin", "rspin", "pending", "asleep",
+                 "woke")
 
     def __init__(self, task: Task, write: bool, since: int, spinning: bool) -> None:
         self.task = task
@@ -116,6 +121,8 @@ class _Waiter:
         self.saw_nonspin = False  # non-spinnable bits seen at slowpath entry (5cfd92e12e13)
         self.rspin = 0  # reader phases this spinner has seen: only the latest one's threshold counts
         self.pending = False  # a sleeping writer woken by a release, not yet running its retry
+        self.asleep = True  # False while a sleeper still holds or waits for wait_lock (its sleep comes after)
+        self.woke = False  # woken before its deferred sleep: the sleep is skipped
 
 
 class RwSem:
@@ -124,6 +131,9 @@ class RwSem:
     _f_write, _f_write_up = "down_write", "up_write"
     _f_spin = "rwsem_optimistic_spin"
     _f_slow = "rwsem_down_write_slowpath"
+    _f_read_slow = "rwsem_down_read_slowpath"
+    _f_wake = "rwsem_wake"
+    _wl_class = "&sem->wait_lock"
 
     def __init__(
         self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
@@ -154,9 +164,131 @@ class RwSem:
         self._write_since = 0
         self._waker = -1  # the releasing task's CPU while a release wakes waiters (wake_up_q runs on it)
         self._ipi = 0  # ns of reschedule IPIs that release sent (Scheduler.wake_up)
+        self._wl_init(self.policy.wait_lock, self.policy.wake_in_wait_lock)
         for k in ("read_acquisitions", "read_contentions", "sleeps", "line_wait_ns", "steals", "handoffs",
                   "spin_timeouts", "wasted_wakeups"):
             st.extra.setdefault(k, 0)
+
+    # -- wait_lock (docs/locks.md, session 27) ----------------------------------
+    def _wl_init(self, on: bool, inside: bool) -> None:
+        """``sem->wait_lock``: a FIFO spinlock on the count's line whose sections are reserved when they
+        are asked for (their order is the ticket / queue order, their length known then)."""
+        self._wl_on = on
+        self._wl_inside = inside
+        self._wl_free = 0  # when the last reserved section ends
+        self._wl_cpu = -1  # that section's CPU (the next holder's hand-off is from it)
+        self._wl_wakes: list[tuple[_Waiter, bool]] | None = None  # a waker's wake-ups, while it decides them
+        self._wl_stat: LockStat | None = None
+        if on:
+            self._wl_stat = self.ctx.stat(self._wl_class, "spinlock(wait_lock)")
+            self._wl_stat.lines.append(self.line)
+
+    def _wl_acquire(self, cpu: int, now: int) -> int:
+        """``raw_spin_lock_irq(&sem->wait_lock)`` by ``cpu`` at ``now``: its RMW on the line, then (held)
+        spinning on the line until the previous section's end plus the hand-off. Returns the section's
+        start (engine time)."""
+        st = self._wl_stat
+        assert st is not None
+        line = self.line
+        prev = self._wl_cpu
+        st.note_acquire(cpu, prev)
+        arrive = now + line.rmw(cpu, now)
+        free = self._wl_free
+        if free <= arrive:
+            return arrive
+        st.note_contention(cpu, prev)
+        start = free + (int(line.costs.hitm[prev][cpu]) if 0 <= prev != cpu else 0)
+        line.add_spinner(cpu)
+        self.ctx.engine.call_at(start, self._wl_unspin, cpu)
+        st.note_wait(start - now)
+        return start
+
+    def _wl_release(self, cpu: int, start: int, end: int) -> None:
+        """The section of ``cpu`` runs from ``start`` to ``end``; the unlock store at ``end``."""
+        st = self._wl_stat
+        assert st is not None
+        self._wl_free = end
+        self._wl_cpu = cpu
+        st.note_hold(end - start)
+        self.ctx.engine.call_at(end, self._wl_unlock, cpu)
+
+    def _wl_unspin(self, cpu: int) -> None:
+        self.line.remove_spinner(cpu)
+
+    def _wl_unlock(self, cpu: int) -> None:
+        self.line.write(cpu, self.ctx.engine.now)
+
+    def _do_sleep(self, w: _Waiter) -> None:
+        """A sleeper's section is over: ``schedule()`` (unless a grant woke it first)."""
+        if w.woke:
+            return
+        w.asleep = True
+        self.ctx.sched.sleep(w.task)
+
+    def _deferred_wake(self, w: _Waiter) -> None:
+        """A wake-up decided in a waker's section, at its time (the IPI was the waker's, in its section
+        or after it: not charged again)."""
+        if not w.asleep:
+            w.woke = True
+            self.ctx.engine.wake(w.task, 0)
+            return
+        self.ctx.sched.wake_up(w.task)
+
+    def _wake(self, task: Task, wake: Any) -> int:
+        """A release's wake-ups (``wake()`` decides them) on ``task``'s CPU. With sleepers queued and the
+        wait_lock modelled, as ``rwsem_wake``'s section: per woken waiter the store to its ``waiter.task``
+        (its stack line: a HITM to its CPU) and, with ``_wl_inside``, its wake-up's IPI; then the count's
+        adjustment; each wake-up happens at its place in the section, or after the unlock (wake_q).
+        Returns the waker's ns (spin, section, IPIs)."""
+        self._waker, self._ipi = task.cpu, 0
+        if not self._wl_on or not self.waitq:
+            wake()
+            self._waker = -1
+            return self._ipi
+        cpu = task.cpu
+        now = self.ctx.engine.now
+        start = self._wl_acquire(cpu, now)
+        self._wl_wakes = []
+        wake()
+        wakes, self._wl_wakes = self._wl_wakes, None
+        self._waker = -1
+        hitm = self.line.costs.hitm
+        ipi_ns = self.ctx.sched.wake_ipi_ns
+        inside = self._wl_inside
+        t = start
+        ipis = 0
+        at: list[int] = []
+        for w, _ in wakes:
+            wc = w.task.cpu
+            t += int(hitm[cpu][wc]) if wc != cpu else 0
+            ipi = ipi_ns if wc != cpu else 0  # estimate: the sleeper's CPU idle when it is woken
+            ipis += ipi
+            if inside:
+                t += ipi
+                at.append(t)
+        end = t + self.line.local_ns  # the count's adjustment, on the line this CPU now has
+        self._wl_release(cpu, start, end)
+        if not inside:
+            t = end
+            for w, _ in wakes:
+                t += ipi_ns if w.task.cpu != cpu else 0
+                at.append(t)
+        for (w, granted), when in zip(wakes, at, strict=True):
+            if granted:
+                wait = when - w.since
+                self.stat.note_wait(wait)
+                (self._wst if w.write else self._rst).note_wait(wait)
+                if w.write:
+                    self._write_since = when
+                else:
+                    self._read_since[w.task.tid] = when
+            self.ctx.engine.call_at(when, self._deferred_wake, w)
+        c = self.ctx.counters
+        c.busy(cpu, "_raw_spin_lock_irq", start - now)
+        c.busy(cpu, self._f_wake, end - start - (ipis if inside else 0))
+        if ipis:
+            c.busy(cpu, "smp_send_reschedule", ipis)
+        return end - now + (0 if inside else ipis) + self._ipi
 
     # -- helpers -------------------------------------------------------------
     def _line_rmw(self, task: Task) -> int:
@@ -211,14 +343,21 @@ class RwSem:
 
     def _grant(self, w: _Waiter, delay: int) -> None:
         now = self.ctx.engine.now
-        wait = now + delay - w.since
-        self.stat.note_wait(wait)
-        (self._wst if w.write else self._rst).note_wait(wait)
+        deferred = not w.spinning and self._wl_wakes is not None
+        if deferred:  # in a waker's wait_lock section: its wait and wake-up are timed by the section (_wake)
+            assert self._wl_wakes is not None
+            self._wl_wakes.append((w, True))
+        else:
+            wait = now + delay - w.since
+            self.stat.note_wait(wait)
+            (self._wst if w.write else self._rst).note_wait(wait)
         self._take(w.task, w.write, now + delay)
         if w.saw_nonspin and not w.spinning and self.policy.reader_spin_adaptive:
             # rwsem_disable_reader_optspin() / rwsem_mark_wake(): a sleeper that saw the
             # non-spinnable bits at slowpath entry sets the reader one on acquiring
             self.rd_nonspinnable = True
+        if deferred:
+            return
         if w.spinning:
             self.ctx.counters.busy(w.task.cpu, self._f_spin, wait)
             self.ctx.engine.wake(w.task, delay)
@@ -229,6 +368,23 @@ class RwSem:
         self.stat.extra["sleeps"] += 1
         w = _Waiter(task, write, since, False)
         w.saw_nonspin = self.rd_nonspinnable or (write and self.nonspinnable)
+        if self._wl_on:
+            # rwsem_down_{read,write}_failed / __mutex_lock_slowpath: under wait_lock, the list insertion (a
+            # write to the previous tail waiter's rwsem_waiter, on its stack) and the count's adjustment;
+            # the task sleeps at the section's end
+            cpu = task.cpu
+            now = self.ctx.engine.now
+            prev = self.waitq[-1].task.cpu if self.waitq else cpu
+            start = self._wl_acquire(cpu, now)
+            end = start + (int(self.line.costs.hitm[prev][cpu]) if prev != cpu else 0) + self.line.local_ns
+            self._wl_release(cpu, start, end)
+            c = self.ctx.counters
+            c.busy(cpu, "_raw_spin_lock_irq", start - now)
+            c.busy(cpu, self._f_slow if write else self._f_read_slow, end - start)
+            self.waitq.append(w)
+            w.asleep = False
+            self.ctx.engine.call_at(end, self._do_sleep, w)
+            return PARK
         self.waitq.append(w)
         return self.ctx.sched.sleep(task)
 
@@ -356,6 +512,9 @@ class RwSem:
         w.pending = True
         task = w.task
         task.gen = self._retry_write(w, task.gen)
+        if self._wl_wakes is not None:  # in a waker's wait_lock section: woken at its time (_wake)
+            self._wl_wakes.append((w, False))
+            return
         self._ipi += self.ctx.sched.wake_up(task, waker_cpu=self._waker)
 
     def _retry_write(self, w: _Waiter, body: Any) -> Any:
@@ -441,10 +600,7 @@ class RwSem:
         if self.readers == 0:
             self.nonspinnable = False  # clear_wr_nonspinnable
             # rwsem_wake / wake_up_q run on the releasing CPU, which pays each reschedule IPI to an idle CPU
-            self._waker, self._ipi = task.cpu, 0
-            self._wake_next(task.cpu)
-            self._waker = -1
-            cost += self._ipi
+            cost += self._wake(task, lambda: self._wake_next(task.cpu))
         return cost
 
     def down_write(self, task: Task) -> Any:
@@ -477,10 +633,7 @@ class RwSem:
         cost = self._atomic(task, self._f_write_up)
         self.writer = None
         self._hold_end(self._write_since, True)
-        self._waker, self._ipi = task.cpu, 0  # as in up_read
-        self._wake_next(task.cpu)
-        self._waker = -1
-        return cost + self._ipi
+        return cost + self._wake(task, lambda: self._wake_next(task.cpu))  # as in up_read
 
     def downgrade(self, task: Task) -> int:
         """``downgrade_write`` (kernel/locking/rwsem.c): the writer keeps the sem as a reader (one
@@ -492,12 +645,13 @@ class RwSem:
         self.writer = None
         self._hold_end(self._write_since, True)
         self._take(task, False, self.ctx.engine.now + cost)
-        self._waker, self._ipi = task.cpu, 0  # as in up_read
-        if self.waitq and not self.waitq[0].write:
-            self._wake_readers()
-        self._readers_own()
-        self._waker = -1
-        return cost + self._ipi
+
+        def wake() -> None:  # rwsem_downgrade_wake, RWSEM_WAKE_READ_OWNED
+            if self.waitq and not self.waitq[0].write:
+                self._wake_readers()
+            self._readers_own()
+
+        return cost + self._wake(task, wake)  # as in up_read
 
 
 class Mutex(RwSem):
@@ -508,6 +662,8 @@ class Mutex(RwSem):
     _f_write, _f_write_up = "mutex_lock", "mutex_unlock"
     _f_spin = "mutex_spin_on_owner"
     _f_slow = "__mutex_lock_slowpath"
+    _f_wake = "__mutex_unlock_slowpath"
+    _wl_class = "&lock->wait_lock"
 
     def __init__(
         self, ctx: LockContext, name: str, home_cpu: int = 0, spin_on_owner: bool = True,
@@ -515,6 +671,7 @@ class Mutex(RwSem):
     ) -> None:
         super().__init__(ctx, name, home_cpu, spin_on_owner, line, RwsemPolicy(spin_on_owner=spin_on_owner))
         self.mpolicy = mpolicy if mpolicy is not None else MutexPolicy()
+        self._wl_init(self.mpolicy.wait_lock, self.mpolicy.wake_in_wait_lock)
 
     def _may_spin_write(self) -> bool:
         if not self.policy.spin_on_owner or not self._owner_running():

@@ -51,12 +51,13 @@ class CacheOrg:
 # node, its test and the branch: atomic_cond_read_acquire / smp_cond_load_relaxed). estimate, plausible 3-5
 SPIN_LOOP_INSNS = 4
 # The profile symbols the lock models charge spinning to (locks/spinlock.py, locks/rwsem.py); the ticket
-# lock's spin is inlined in _raw_spin_lock, which also carries its uncontended acquire (one locked RMW)
-SPIN_FUNCS = ("native_queued_spin_lock_slowpath", "_raw_spin_lock", "rwsem_optimistic_spin",
-              "mutex_spin_on_owner")
-# Of those, the spinlock waiters', whose loads poll the lock's cache line as its registered spinners: each
-# write to the line costs each of them a miss and a stall until its re-read (docs/locks.md, session 27)
-LINE_SPIN_FUNCS = SPIN_FUNCS[:2]
+# lock's spin is inlined in _raw_spin_lock, which also carries its uncontended acquire (one locked RMW);
+# _raw_spin_lock_irq: the sleeping locks' wait_lock (locks/rwsem.py, session 27)
+LINE_SPIN_FUNCS = ("native_queued_spin_lock_slowpath", "_raw_spin_lock", "_raw_spin_lock_irq")
+# Of all the spin symbols, those above are the spinlock waiters', whose loads poll the lock's cache line as
+# its registered spinners: each write to the line costs each of them a miss and a stall until its re-read
+# (docs/locks.md, session 27)
+SPIN_FUNCS = LINE_SPIN_FUNCS + ("rwsem_optimistic_spin", "mutex_spin_on_owner")
 SKYLAKE_PAUSE = 140.0  # Opt. manual: Skylake PAUSE "as many as 140 cycles"
 
 

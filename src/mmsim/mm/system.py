@@ -97,10 +97,14 @@ class System:
             wake_all=self.policy("rwsem_reader_wake") == "all",
             reader_steal=f("rwsem_reader_steal"),
             reader_spin_adaptive=f("rwsem_reader_spin_adaptive"),
+            wait_lock=f("rwsem_wait_lock"),
+            wake_in_wait_lock=f("rwsem_wake_in_wait_lock"),
         )
 
     def mutex_policy(self) -> MutexPolicy:
-        return MutexPolicy(osq=self.flag("mutex_osq"), handoff=self.flag("mutex_handoff"))
+        f = self.flag
+        return MutexPolicy(osq=f("mutex_osq"), handoff=f("mutex_handoff"), wait_lock=f("rwsem_wait_lock"),
+                           wake_in_wait_lock=f("mutex_wake_in_wait_lock"))
 
     def page_line(self, key: Hashable) -> CacheLine:
         """The cache line of a shared page's struct page field named by ``key``."""
