@@ -71,6 +71,7 @@ side (``/proc/lock_stat``'s ``-R`` and ``-W`` lines).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,7 +235,7 @@ class RwSem:
             return
         self.ctx.sched.wake_up(w.task)
 
-    def _wake(self, task: Task, wake: Any) -> int:
+    def _wake(self, task: Task, wake: Callable[[], None]) -> int:
         """A release's wake-ups (``wake()`` decides them) on ``task``'s CPU. With sleepers queued and the
         wait_lock modelled, as ``rwsem_wake``'s section: per woken waiter the store to its ``waiter.task``
         (its stack line: a HITM to its CPU) and, with ``_wl_inside``, its wake-up's IPI; then the count's
