@@ -256,23 +256,23 @@ class RwSem:
         hitm = self.line.costs.hitm
         ipi_ns = self.ctx.sched.wake_ipi_ns
         inside = self._wl_inside
+        # each wake-up's IPI (estimate: the sleeper's CPU idle when it is woken)
+        ipi = [ipi_ns if w.task.cpu != cpu else 0 for w, _ in wakes]
+        ipis = sum(ipi)
         t = start
-        ipis = 0
         at: list[int] = []
-        for w, _ in wakes:
+        for (w, _), i in zip(wakes, ipi, strict=True):
             wc = w.task.cpu
             t += int(hitm[cpu][wc]) if wc != cpu else 0
-            ipi = ipi_ns if wc != cpu else 0  # estimate: the sleeper's CPU idle when it is woken
-            ipis += ipi
             if inside:
-                t += ipi
+                t += i
                 at.append(t)
         end = t + self.line.local_ns  # the count's adjustment, on the line this CPU now has
         self._wl_release(cpu, start, end)
         if not inside:
             t = end
-            for w, _ in wakes:
-                t += ipi_ns if w.task.cpu != cpu else 0
+            for i in ipi:
+                t += i
                 at.append(t)
         for (w, granted), when in zip(wakes, at, strict=True):
             if granted:
