@@ -7,6 +7,8 @@ only at report time, like the kernel's per-CPU ``vm_event_states``.
 
 from __future__ import annotations
 
+import itertools
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,14 +237,8 @@ class LockStat:
 
 def distinct_lines(locks: dict[str, LockStat]) -> list[Any]:
     """The distinct cache lines of the lock classes (a line may carry several classes), in a fixed order."""
-    seen: set[int] = set()
-    out = []
-    for name in sorted(locks):
-        for ln in locks[name].lines:
-            if id(ln) not in seen:
-                seen.add(id(ln))
-                out.append(ln)
-    return out
+    # CacheLine keeps object identity for hashing: dict.fromkeys drops repeats and keeps the first order
+    return list(dict.fromkeys(itertools.chain.from_iterable(locks[name].lines for name in sorted(locks))))
 
 
 def line_spin_misses(locks: dict[str, LockStat]) -> tuple[int, float]:

@@ -428,25 +428,21 @@ class BuddyLists:
         :meth:`_lines_op` (owners, stamps, sharers, eviction order, the ``lines`` / ``zone_lines``
         counts), written out in one loop, with no cost. Stops early, with the blocks taken so far, when
         no block of ``mt`` is left (the caller falls back to :meth:`_rmqueue`). Checked against the
-        simulated take in tests/mm/test_free_path.py."""
+        simulated take in tests/mm/test_free_path.py.
+
+        The struct page writes are applied after the loop, which reads none of them: ``page_owner`` is an
+        LRU of writes (a write moves its pfn to the end, a new pfn evicts the oldest at ``owner_cap``), so
+        its state after the take is the old entries then the written pfns in the order of their last
+        write, cut to the newest ``owner_cap``; the same as one write at a time, in C-level calls."""
         kk = self._fn
         assert kk is not None
         fa = z.free_area
-        po, at, cap = z.page_owner, z.page_at, z.owner_cap
         al, aat, ash = z.area_lines, z.area_at, z.area_sh
         own = cpu << 1 | 1
         got: list[int] = []
-        nlines = nzone = 0
-
-        def wline(pfn: int) -> None:  # _line(z, pfn, cpu, write=True)
-            if pfn in po:
-                del po[pfn]
-            elif len(po) >= cap:
-                old = next(iter(po))
-                del po[old]
-                at.pop(old, None)
-            po[pfn] = own
-            at[pfn] = kk
+        ws: list[int] = []  # the struct page lines written, in order
+        w = ws.append
+        nzone = 0
 
         def write_lines(lines: tuple[int, ...]) -> None:  # _lines_op(..., write=True)
             for ln in lines:
@@ -459,18 +455,15 @@ class BuddyLists:
                 area = fa[o][mt]
                 if area:
                     pfn, stamp, nxt = area.pop_first()
-                    wline(pfn)
-                    nlines += 1
+                    w(pfn)
                     if nxt != NIL:
-                        wline(nxt)
-                        nlines += 1
+                        w(nxt)
                     lines = FA_OP[o][mt][HEAD_NEXT | (HEAD_PREV if nxt == NIL else 0)]
                 elif o == MAX_ORDER and z.pristine < z.pristine_end and mt == MIGRATE_MOVABLE \
                         and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE:
                     pfn, stamp = z.pristine, COLD
                     z.pristine += 1 << MAX_ORDER
-                    wline(pfn)
-                    nlines += 1
+                    w(pfn)
                     lines = FA_OP[o][mt][HEAD_NEXT]
                 else:
                     # an empty list's head.next, read (_lines_op with write=False)
@@ -490,11 +483,9 @@ class BuddyLists:
                     o -= 1
                     half = pfn + (1 << o)
                     f = fa[o][mt].add(half, stamp)
-                    wline(half)
-                    nlines += 1
+                    w(half)
                     if f != NIL:
-                        wline(f)
-                        nlines += 1
+                        w(f)
                         lines = FA_OP[o][mt][HEAD_NEXT]
                     else:
                         lines = FA_OP[o][mt][HEAD_NEXT | HEAD_PREV]
@@ -505,7 +496,17 @@ class BuddyLists:
                 break
             else:
                 break
-        self.lines += nlines
+        if ws:
+            po, at = z.page_owner, z.page_at
+            last = list(dict.fromkeys(reversed(ws)))
+            last.reverse()  # the written pfns, each once, in the order of its last write
+            for pfn in last:
+                po[pfn] = own
+                po.move_to_end(pfn)
+            at.update(dict.fromkeys(last, kk))
+            for _ in range(len(po) - z.owner_cap):
+                at.pop(po.popitem(last=False)[0], None)
+        self.lines += len(ws)
         self.zone_lines += nzone
         return got
 
