@@ -110,6 +110,7 @@ def test_extrapolate_scales_every_additive_counter() -> None:
     c = Counters(2)
     line = CacheLine(get_machine("tiny"), owner=0)
     locks = {"l": LockStat("l", "spinlock(queued)", instances=1, lines=[line])}
+    read = locks["l"].read = LockStat("l", "rwsem", instances=0)  # an rwsem's read side, counted apart
     t = [0]
     ff = FastForward(lambda: t[0], c, locks, 1, window_ops=8, skip_ratio=3.0, warm=1, tail=2)
     ff.register(1, 100, 0)
@@ -122,7 +123,9 @@ def test_extrapolate_scales_every_additive_counter() -> None:
             assert (k, pos) == (24, 18)
             break
         c.busy(0, "f", 5, 2)
-        locks["l"].acquisitions += 1
+        locks["l"].note_acquire(pos % 2, (pos - 1) % 2)  # every acquisition a bounce
+        locks["l"].note_hold(4)
+        read.note_acquire(0, 0)
         line.writes += 1  # and one write to the lock's line with a storm of 2 spinners, 7.5 ns of stall
         line.sspin += 2
         line.sstall += 7.5
@@ -133,6 +136,11 @@ def test_extrapolate_scales_every_additive_counter() -> None:
     assert c.prof_ns[0]["f"] == 90 + 3 * 40
     assert c.prof_insns[0]["f"] == 36 + 3 * 16
     assert locks["l"].acquisitions == 18 + 3 * 8
+    # lock_stat's bounces, the counts its averages divide by, and an rwsem side's own counts (session 28: the
+    # side's and the bounces were left at the window's values, so a fast run's holdtime-avg came out ~r x)
+    cols = locks["l"].columns()
+    assert (cols["acq-bounces"], cols["holdtime-total"], cols["holdtime-avg"]) == (18 + 3 * 8, 4 * (18 + 3 * 8), 4.0)
+    assert read.acquisitions == 18 + 3 * 8
     # the lock's cache line with it (docs/locks.md, session 27)
     assert (line.writes, line.sspin, line.sstall) == (18 + 3 * 8, 2 * (18 + 3 * 8), 7.5 * (18 + 3 * 8))
 

@@ -8,7 +8,6 @@ only at report time, like the kernel's per-CPU ``vm_event_states``.
 from __future__ import annotations
 
 import itertools
-
 from dataclasses import dataclass, field
 from typing import Any
 

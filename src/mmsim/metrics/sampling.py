@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -85,12 +86,29 @@ def sim_now(system: Any) -> int:
     return int(system.engine.now + (ff.skipped_ns if ff is not None else 0))
 
 
-def _lock_tuple(s: LockStat) -> tuple[int, int, int, int, int, dict[str, int]]:
-    return (s.acquisitions, s.contentions, s.wait_ns_total, s.hold_ns_total, s.instances, dict(s.extra))
+# The additive counters of a lock class (and of each side of an rwsem's): lock_stat's totals, bounces and the
+# counts its averages divide by (maxima and minima are left alone)
+LOCK_COUNTS = ("acquisitions", "contentions", "wait_ns_total", "hold_ns_total", "instances", "con_bounces",
+               "acq_bounces", "_nwait", "_nhold")
+_lock_counts = operator.attrgetter(*LOCK_COUNTS)
+_LockSnap = tuple[tuple[int, ...], dict[str, int], tuple[int, ...] | None, tuple[int, ...] | None]
+
+
+def _lock_tuple(s: LockStat) -> _LockSnap:
+    return (_lock_counts(s), dict(s.extra), None if s.read is None else _lock_counts(s.read),
+            None if s.write is None else _lock_counts(s.write))
+
+
+def _scale_counts(s: LockStat, v0: tuple[int, ...] | None, r: float) -> None:
+    """``s``'s additive counters += ``r`` x their change since ``v0`` (None: since zero)."""
+    for f, x0, x in zip(LOCK_COUNTS, v0 or (0,) * len(LOCK_COUNTS), _lock_counts(s), strict=True):
+        if x != x0:
+            setattr(s, f, x + _scaled(x - x0, r))
 
 
 # The additive counters of a lock's cache line (locks.base.CacheLine: what its writes met)
 LINE_COUNTS = ("writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "transfers", "sstall")
+_line_counts = operator.attrgetter(*LINE_COUNTS)
 
 
 class _Snapshot:
@@ -104,7 +122,7 @@ class _Snapshot:
         self.prof_ns = [dict(d) for d in c.prof_ns]
         self.prof_insns = [dict(d) for d in c.prof_insns]
         self.locks = {k: _lock_tuple(s) for k, s in locks.items()}
-        self.lines = [(ln, tuple(getattr(ln, f) for f in LINE_COUNTS)) for ln in distinct_lines(locks)]
+        self.lines = [(ln, _line_counts(ln)) for ln in distinct_lines(locks)]
 
 
 def _scaled(delta: int, r: float) -> int:
@@ -145,19 +163,20 @@ def extrapolate(
     r = r0
     for name in sorted(locks):
         s = locks[name]
-        acq, cont, wait, hold, inst, extra = a.locks.get(name, (0, 0, 0, 0, 0, {}))
-        s.acquisitions += _scaled(s.acquisitions - acq, r)
-        s.contentions += _scaled(s.contentions - cont, r)
-        s.wait_ns_total += _scaled(s.wait_ns_total - wait, r)
-        s.hold_ns_total += _scaled(s.hold_ns_total - hold, r)
-        s.instances += _scaled(s.instances - inst, r)
+        counts, extra, rd, wr = a.locks.get(name, (None, {}, None, None))
+        _scale_counts(s, counts, r)
+        for side, v0 in ((s.read, rd), (s.write, wr)):
+            if side is not None:
+                _scale_counts(side, v0, r)
         for k in sorted(s.extra):
             s.extra[k] += _scaled(s.extra[k] - extra.get(k, 0), r)
     # the lock classes' cache lines, like lock_stat (a line created during the window started from zero)
     seen = {id(ln) for ln, _ in a.lines}
     for ln, v0 in a.lines + [(ln, (0,) * len(LINE_COUNTS)) for ln in distinct_lines(locks) if id(ln) not in seen]:
-        for f, x0 in zip(LINE_COUNTS, v0, strict=True):
-            x = getattr(ln, f)
+        now = _line_counts(ln)
+        if now == v0:
+            continue
+        for f, x0, x in zip(LINE_COUNTS, v0, now, strict=True):
             if x != x0:
                 setattr(ln, f, x + ((x - x0) * r if f == "sstall" else _scaled(x - x0, r)))
 
