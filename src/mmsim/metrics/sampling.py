@@ -165,9 +165,9 @@ def extrapolate(
         s = locks[name]
         counts, extra, rd, wr = a.locks.get(name, (None, {}, None, None))
         _scale_counts(s, counts, r)
-        for side, v0 in ((s.read, rd), (s.write, wr)):
+        for side, side0 in ((s.read, rd), (s.write, wr)):
             if side is not None:
-                _scale_counts(side, v0, r)
+                _scale_counts(side, side0, r)
         for k in sorted(s.extra):
             s.extra[k] += _scaled(s.extra[k] - extra.get(k, 0), r)
     # the lock classes' cache lines, like lock_stat (a line created during the window started from zero)
