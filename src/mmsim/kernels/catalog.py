@@ -347,6 +347,12 @@ POLICIES: dict[str, Policy] = {
                "ZONE_BELOW_HIGH: below the high watermark, stop raising pcp->high and lower it on free "
                "(57c0419c5f0e, v6.7)",
                "mm/page_alloc.c get_page_from_freelist(), nr_pcp_high()"),
+        Policy("zone_flags_line", ("none", "free_area", "lock"),
+               "the line rmqueue()'s test_bit(ZONE_BOOSTED_WATERMARK, &zone->flags) loads after every PCP-path "
+               "allocation: none before 1c30844d2dfe (v5.0); the last free_area line (flags right after "
+               "free_area[]); the zone lock's own line from v6.5 with CONFIG_UNACCEPTED_MEMORY "
+               "(dcdfdd40fa82: unaccepted_pages moves flags onto lock's line; docs/pcp-free-high.md, session 28)",
+               "mm/page_alloc.c rmqueue(); include/linux/mmzone.h struct zone"),
         Policy("pcp_free_count", ("off", "on"),
                "pcp->free_count (pages freed, halved per allocation) replaces free_factor for free_high "
                "and the drain size (6ccdcb6d3a74, v6.7)",
@@ -497,6 +503,11 @@ PATCHES: dict[str, Patch] = {
         # (8d9bfb260814, shareable VMAs only) is not modelled.
         Patch("3a47c54f09c4", "hugetlbfs: revert use i_mmap_rwsem for more pmd sharing synchronization",
               {"hugetlb_i_mmap_rwsem": "never"}, "v6.1"),
+        Patch("1c30844d2dfe", "mm: reclaim small amounts of memory when an external fragmentation event occurs",
+              {"zone_flags_line": "free_area"}, "v5.0"),
+        # With CONFIG_UNACCEPTED_MEMORY, which LKP's x86_64-rhel-8.3 config has from v6.5 (AMD_MEM_ENCRYPT=y
+        # selects it; the robot's attached config, store id 40186099498): docs/pcp-free-high.md, session 28.
+        Patch("dcdfdd40fa82", "mm: Add support for unaccepted memory", {"zone_flags_line": "lock"}, "v6.5"),
         # Merged by Linus 2019-12-01 for v5.5 (seeds/002, RFC 02/10, acked by Mel Gorman).
         Patch("a818f5363a0e", "autonuma: reduce cache footprint when scanning page tables",
               {"numa_scan_check": "protnone-first"}, "v5.5"),
@@ -633,6 +644,7 @@ _V312 = {
     "pcp_high_tuning": "off",
     "pcp_below_high": "off",
     "pcp_free_count": "off",
+    "zone_flags_line": "none",
     "pcp_free_high_threshold": "batch",
     "pcp_high_min": "auto",
     "pcp_high_max": "auto",

@@ -85,6 +85,7 @@ from mmsim.metrics.counters import Counters, LockStat
 SHARED = -1  # CacheLine.owner after a re-read storm: Shared among the last readers
 _NO_MEMO: dict[int, float] = {}  # CacheLine._memo while not _big (never written: no memory per line)
 _NO_COUNTS: dict[int, int] = {}  # CacheLine's per-socket counts until its first spinner (never written)
+_NO_READERS: set[int] = set()  # CacheLine._rd until its first plain reader (never written)
 # The share of a transfer's cost (a round trip: request out, data back) after which the request reaches the line's
 # owner, which then loses it (docs/locks.md, session 25): estimate, one trip of two; plausible 1/3 .. 2/3.
 SNOOP_SHARE = 0.5
@@ -233,7 +234,7 @@ class CacheLine:
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
                  "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns", "_prev",
                  "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm",
-                 "writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "sstall")
+                 "writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "sstall", "_rd", "_rdlast")
 
     def __init__(self, machine: Machine, owner: int = 0) -> None:
         self.costs = line_costs(machine)
@@ -287,6 +288,10 @@ class CacheLine:
         self._land = 0
         self._snoop = 0
         self.remote = False  # the last write took the line from another CPU (a transfer)
+        # Plain loads by CPUs that do not spin on the line (:meth:`read`) since its last write: they hold
+        # shared copies that the next write invalidates; ``_rdlast`` is the last of them (the forwarder)
+        self._rd: set[int] = _NO_READERS
+        self._rdlast = -1
         # costs.by_socket: spinners per occupied socket, and the sum of HIT(a, b) over ordered pairs of
         # distinct occupied sockets (the storm's forwards); else unused (the per-CPU ``_pairs`` instead)
         # (dicts of their own from the first spinner on: most lines never have one)
@@ -485,6 +490,49 @@ class CacheLine:
         rest = (n - 1) * (self._pairs / (n * (n - 1))) if n > 1 else 0.0
         return rest, rest / 2
 
+    # -- plain loads -----------------------------------------------------------
+    def read(self, cpu: int, now: int) -> int:
+        """A plain load of the line by ``cpu``, which is not spinning on it (e.g. ``zone->flags``, which
+        shares ``zone->lock``'s line from v6.5: docs/pcp-free-high.md, session 28): ns until the data
+        arrives. Free if ``cpu`` owns the line or still holds a copy since the last write; else a transfer
+        from the last reader (a clean forward) or from the owner (HITM while its copy is Modified), after
+        any write queued on the line. ``cpu`` keeps a shared copy: the next write invalidates it
+        (:meth:`write`). Not for spinners (:meth:`add_spinner`), whose re-reads are the storm's."""
+        o = self.owner
+        rd = self._rd
+        if o == cpu or cpu in rd:
+            return 0
+        co = self.costs
+        src = self._rdlast if rd else o
+        if src < 0:  # Shared after a storm, no plain reader yet: a forward from one of the storm's readers
+            cost = self.rfo_ns(cpu)
+        else:
+            cost = co.hit[src][cpu] if rd else co.hitm[src][cpu]
+        if rd is _NO_READERS:
+            rd = self._rd = set()
+        rd.add(cpu)
+        self._rdlast = cpu
+        wait = self.free_at - now
+        return int(cost) + (wait if wait > 0 else 0)
+
+    def _invalidate(self, cpu: int) -> float:
+        """The plain readers' copies end at a write by ``cpu``: the expected ns of getting the line exclusive
+        past them, a transfer from the last reader (the forwarder; the upgrade's snoop approximated by a
+        transfer, as ``mm/buddy.py`` does for the zone's free_area lines), or from another holder if ``cpu``
+        read last; 0 if ``cpu`` is the only copy. The line is no longer Modified in a writer's cache, so the
+        writer's own windows (a storm's writer, an old owner with a request in flight) end here."""
+        rd = self._rd
+        f = self._rdlast
+        if f == cpu:
+            others = [j for j in rd if j != cpu]
+            o = self.owner
+            f = min(others) if others else (o if o >= 0 and o != cpu else -1)
+        self._rd = _NO_READERS
+        self._rdlast = -1
+        self._wcpu = -1
+        self._prev = -1
+        return self.costs.hit[f][cpu] if f >= 0 else 0.0
+
     # -- writes --------------------------------------------------------------
     def rfo_ns(self, cpu: int) -> float:
         """Expected ns to get the line exclusive at ``cpu`` (read-for-ownership)."""
@@ -514,6 +562,9 @@ class CacheLine:
 
         The hot path of every lock: :meth:`rfo_ns` and :meth:`storm` are
         inlined here (same arithmetic)."""
+        inv = 0.0
+        if self._rd:  # plain readers hold copies (:meth:`read`): this write invalidates them
+            inv = self._invalidate(cpu)
         if cpu == self._wcpu and now < self._first_at:
             # The writer of the storm under way writes again before the first re-read has reached it:
             # the line is still Modified in its cache, so the write hits there (0 ns), and the storm's
@@ -571,6 +622,11 @@ class CacheLine:
             self.remote = cost > 0
             if cost:
                 self.transfers += 1
+        if inv > cost:  # the readers' copies: an upgrade of the writer's own copy, or a slower RFO
+            if not cost:
+                self.transfers += 1
+            cost = inv
+            self.remote = True
         ic = int(cost)  # once (host time: an int() call fewer per write)
         n = self.nspin
         if n:

@@ -63,6 +63,9 @@ FA_OP = [[[tuple(sorted({_fa_line(o, MIGRATE_TYPES * 16)}
 HEAD_NEXT, HEAD_PREV = 1, 2
 # FA_NR_FREE[order]: the line of ``free_area[order].nr_free`` (``__zone_watermark_ok`` reads it)
 FA_NR_FREE = [_fa_line(o, MIGRATE_TYPES * 16) for o in range(NR_ORDERS)]
+# zone->flags, right after free_area[] (include/linux/mmzone.h, v5.0-v6.4 or without CONFIG_UNACCEPTED_MEMORY):
+# byte 1,144, on the last free_area line (docs/pcp-free-high.md, session 28)
+ZONE_FLAGS_LINE = NR_ORDERS * FREE_AREA_BYTES // CACHE_LINE
 # zone->vm_stat[] (after CACHELINE_PADDING(_pad3_) in struct zone): NR_FREE_PAGES is item 0, so its
 # line is the array's first; kept in Zone.area_lines after the free_area lines.
 VM_STAT_LINE = FREE_AREA_LINES

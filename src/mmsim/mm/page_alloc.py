@@ -71,6 +71,7 @@ from mmsim.mm.buddy import (  # noqa: F401 (constants kept importable from here 
     MIGRATE_UNMOVABLE,
     NR_ORDERS,
     PAGEBLOCK_ORDER,
+    ZONE_FLAGS_LINE,
     BuddyLists,
     Zone,
 )
@@ -187,6 +188,9 @@ class PageAllocator(BuddyLists):
         self.free_factor_on = self.rules.free_factor_on
         self.free_count_on = self.rules.free_count_on
         self.below_high_on = self.rules.below_high_on
+        # rmqueue()'s test_bit(ZONE_BOOSTED_WATERMARK, &zone->flags) after a PCP-path allocation: which line
+        # it loads (docs/pcp-free-high.md, session 28)
+        self.flags_line = pol("zone_flags_line")
         self.nlists = NR_LOWORDER_PCP_LISTS + 1 if self.high_orders else MIGRATE_PCPTYPES
         cap = size_bytes(pol("pcp_batch_cap"))
         batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
@@ -352,7 +356,7 @@ class PageAllocator(BuddyLists):
                 yield from self._rmqueue_bulk(task, z, pcp, lst, order, mt)
             pfn, _ = lst.pop()
             pcp.count -= 1 << order
-            extra = self._line(z, pfn, cpu, True)  # prep_new_page writes the struct page
+            extra = self._line(z, pfn, cpu, True) + self._zone_flags(z, cpu)  # prep_new_page; rmqueue's out:
             if order:
                 extra += self._tails(z, pfn, order, cpu)  # prep_compound_page
             extra = int(extra)
@@ -441,8 +445,19 @@ class PageAllocator(BuddyLists):
         if owner is not None and self.track_owners:
             self.owned.setdefault(owner, []).append(pfn << 4)
         ns, ins = self._pcp_path
-        ns += int(self._line(z, pfn, cpu, True))
+        ns += int(self._line(z, pfn, cpu, True) + self._zone_flags(z, cpu))
         return z.node, self.counters.busy(cpu, "get_page_from_freelist", ns, ins)
+
+    def _zone_flags(self, z: Zone, cpu: int) -> float:
+        """The load of ``zone->flags`` at ``rmqueue()``'s ``out:`` (``test_bit(ZONE_BOOSTED_WATERMARK)``,
+        1c30844d2dfe, v5.0): on the last ``free_area`` line, or from v6.5 with CONFIG_UNACCEPTED_MEMORY on
+        the zone lock's own line (policy ``zone_flags_line``; docs/pcp-free-high.md, session 28). ns."""
+        fl = self.flags_line
+        if fl == "lock":
+            return float(z.lock.line.read(cpu, self._engine.now))
+        if fl == "free_area":
+            return self._lines_op(z.area_lines, cpu, (ZONE_FLAGS_LINE,), False, z.area_at, z.node, z.area_sh)
+        return 0.0
 
     def take_functional(self, node: int, order: int, count: int, cpu: int = 0,
                         pfns: list[int] | None = None) -> None:
