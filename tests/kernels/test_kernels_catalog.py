@@ -83,6 +83,7 @@ V312 = {
     "thp_cow": "copy",  # issue 15: 3917c80280c9 (v5.8) sets "split"
     "pgtable_free": "page",  # issues 15/22: bare-metal tlb_remove_page; "rcu" is set per host (validate native)
     "zone_flags_line": "none",  # session 28: 1c30844d2dfe (v5.0) "free_area", dcdfdd40fa82 (v6.5) "lock"
+    "zone_flags_free": "off",  # session 28: c49c2c47dab6 (v5.14) "on"
 }
 
 

@@ -90,3 +90,29 @@ def test_v5_loads_the_last_free_area_line(tiny: Machine) -> None:
     assert 2 in z.area_sh[ZONE_FLAGS_LINE]
     assert not z.lock.line._rd
     assert resolve("v4.18").get("zone_flags_line") == "none"
+
+
+def _free_pending(s: System, cpu: int, pfn: int) -> int:
+    """One order-0 free on ``cpu`` onto its PCP (no drain): the busy time it charged (ns)."""
+    out: list[int] = []
+
+    def body(t: Task) -> Generator[Any, Any, None]:
+        out.append((yield from s.page_alloc.free_pages(t, pfn, 0)))
+
+    t = Task(cpu, f"t{cpu}", cpu=cpu)
+    s.sched.spawn(t, body(t))
+    s.engine.run()
+    return out[0]
+
+
+def test_v6_6_frees_load_the_zone_lock_line(tiny: Machine) -> None:
+    """v5.14+ (c49c2c47dab6): nr_pcp_high()'s test_bit(ZONE_RECLAIM_ACTIVE) on a PCP free. CPU 0 refilled
+    (it owns the lock's line); CPU 2 frees a page it did not allocate: 200 ns more than without the load."""
+    costs = []
+    for over in ({}, {"zone_flags_free": "off"}):
+        s = System(tiny, resolve("v6.6", [], over or None), 0)
+        assert s.page_alloc.flags_on_free is not bool(over)
+        _alloc_pending(s, 0)
+        pfn = s.page_alloc.last_pfn
+        costs.append(_free_pending(s, 2, pfn))
+    assert costs[0] - costs[1] == 200

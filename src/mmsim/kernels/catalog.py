@@ -353,6 +353,10 @@ POLICIES: dict[str, Policy] = {
                "free_area[]); the zone lock's own line from v6.5 with CONFIG_UNACCEPTED_MEMORY "
                "(dcdfdd40fa82: unaccepted_pages moves flags onto lock's line; docs/pcp-free-high.md, session 28)",
                "mm/page_alloc.c rmqueue(); include/linux/mmzone.h struct zone"),
+        Policy("zone_flags_free", ("off", "on"),
+               "nr_pcp_high()'s test_bit(ZONE_RECLAIM_ACTIVE, &zone->flags) on every PCP free that is not a "
+               "free_high one: a load of the zone_flags_line layout's line (c49c2c47dab6, v5.14)",
+               "mm/page_alloc.c free_unref_page_commit(), nr_pcp_high()"),
         Policy("pcp_free_count", ("off", "on"),
                "pcp->free_count (pages freed, halved per allocation) replaces free_factor for free_high "
                "and the drain size (6ccdcb6d3a74, v6.7)",
@@ -457,6 +461,8 @@ PATCHES: dict[str, Patch] = {
               {"pcp_high": "zone_highsize"}, "v5.14"),
         Patch("3b12e7e97938", "mm/page_alloc: scale the number of pages that are batch freed",
               {"pcp_free_factor": "on"}, "v5.14"),
+        Patch("c49c2c47dab6", "mm/page_alloc: limit the number of pages on PCP lists when reclaim is active",
+              {"zone_flags_free": "on"}, "v5.14"),
         Patch("f26b3fa04611", "mm/page_alloc: limit number of high-order pages on PCP during bulk free",
               {"pcp_free_high": "free_factor"}, "v5.18"),
         Patch("da1c55f1b272", "mmap locking API: rename mmap_sem to mmap_lock",
@@ -645,6 +651,7 @@ _V312 = {
     "pcp_below_high": "off",
     "pcp_free_count": "off",
     "zone_flags_line": "none",
+    "zone_flags_free": "off",
     "pcp_free_high_threshold": "batch",
     "pcp_high_min": "auto",
     "pcp_high_max": "auto",

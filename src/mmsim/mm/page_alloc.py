@@ -191,6 +191,7 @@ class PageAllocator(BuddyLists):
         # rmqueue()'s test_bit(ZONE_BOOSTED_WATERMARK, &zone->flags) after a PCP-path allocation: which line
         # it loads (docs/pcp-free-high.md, session 28)
         self.flags_line = pol("zone_flags_line")
+        self.flags_on_free = pol("zone_flags_free") == "on"  # nr_pcp_high()'s load of it on a free (v5.14)
         self.nlists = NR_LOWORDER_PCP_LISTS + 1 if self.high_orders else MIGRATE_PCPTYPES
         cap = size_bytes(pol("pcp_batch_cap"))
         batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
@@ -556,7 +557,11 @@ class PageAllocator(BuddyLists):
         pending += c.busy(cpu, "free_unref_page", ns + int(extra), ins)
         pcp = self.pcps[cpu][z.index]
         pindex = self.pindex(order, z.pageblock_mt(pfn) if order <= PAGE_ALLOC_COSTLY_ORDER else 0)
-        n = self._free_unref_page_commit(cpu, z, pcp, pfn, stamp, order, pindex)
+        n, free_high = self._free_unref_page_commit(cpu, z, pcp, pfn, stamp, order, pindex)
+        if self.flags_on_free and not free_high:  # nr_pcp_high: test_bit(ZONE_RECLAIM_ACTIVE, &zone->flags)
+            fl = int(self._zone_flags(z, cpu))
+            if fl:
+                pending += c.busy(cpu, "free_unref_page", fl)
         if n:
             yield pending
             yield from self._free_pcppages_bulk(task, z, pcp, n, pindex)
@@ -566,16 +571,17 @@ class PageAllocator(BuddyLists):
         return pending
 
     def _free_unref_page_commit(self, cpu: int, z: Zone, pcp: Pcp, pfn: int, stamp: int, order: int,
-                                pindex: int) -> int:
+                                pindex: int) -> tuple[int, bool]:
         """``free_unref_page_commit``: add to the PCP; returns how many pages to
-        drain now (0: none), by the kernel's PCP rules (:class:`PcpRules`)."""
+        drain now (0: none), by the kernel's PCP rules (:class:`PcpRules`), and whether it is a
+        ``free_high`` free."""
         self.counters.vm[cpu][PGFREE] += 1 << order
         pcp.lists[pindex].append((pfn, stamp))
         pcp.count += 1 << order
         n, free_high = self.rules.commit(pcp, z, order)
         if free_high:
             self.counters.vm[cpu][PCP_FREE_HIGH] += 1
-        return n
+        return n, free_high
 
     def _free_pcppages_bulk(self, task: Task, z: Zone, pcp: Pcp, count: int, pindex: int) -> Generator[Any, Any, None]:
         """``free_pcppages_bulk`` under ``zone->lock``: round-robin over the lists,
