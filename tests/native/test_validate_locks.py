@@ -112,6 +112,13 @@ def test_native_trace_medians(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setattr(locks.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="\n".join(good[:9]), stderr=""))
     assert locks.native_trace("queued", 0, 0, (0, 1)) is None  # fewer than MIN_KEPT clean samples
+    # samples whose ping-pong ran with the other vCPU descheduled (~60 us) are another placement: the medians
+    # are of the most common one (session 29: a run's median transfer of ~60 us gave a 90,190 ns hand-off)
+    far = [f"40.0 0.99 0.9 0.1 0.9 0 10 0.1 9000.0 0 0 {60000 + i}.0" for i in range(10)]
+    monkeypatch.setattr(locks.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="\n".join(good + far), stderr=""))
+    assert locks.native_trace("queued", 0, 0, (0, 1)) == {
+        "handoffs_per_acq": 0.35, "ns_per_handoff": 85.0, "fast_share": 0.7, "xfer_ns": 35.0, "kept": 11.0}
 
 
 def test_no_verdict_when_native_lock_does_not_alternate(monkeypatch: pytest.MonkeyPatch) -> None:

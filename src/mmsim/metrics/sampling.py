@@ -87,8 +87,10 @@ def sim_now(system: Any) -> int:
 
 
 # The additive counters of a lock class (and of each side of an rwsem's): lock_stat's totals, bounces and the
-# counts its averages divide by (maxima and minima are left alone)
-LOCK_COUNTS = ("acquisitions", "contentions", "wait_ns_total", "hold_ns_total", "instances", "con_bounces",
+# counts its averages divide by (maxima and minima are left alone). Not ``instances``: lock objects come with
+# the structures that embed them, and a functional skip makes those (a skipped page table's ptlock:
+# PageTables.table_ctor_lock), so scaling the window's new instances counted them twice
+LOCK_COUNTS = ("acquisitions", "contentions", "wait_ns_total", "hold_ns_total", "con_bounces",
                "acq_bounces", "_nwait", "_nhold")
 _lock_counts = operator.attrgetter(*LOCK_COUNTS)
 _LockSnap = tuple[tuple[int, ...], dict[str, int], tuple[int, ...] | None, tuple[int, ...] | None]

@@ -98,6 +98,19 @@ class PageTables:
                                                       self.mm.home_cpu)
         return lk
 
+    def table_ctor_lock(self, pmd_slot: int | None = None, pud: int | None = None) -> None:
+        """The split lock of a page table made functionally (a fast-forward skip): ``ptlock_init()`` as
+        ``pgtable_pte_page_ctor()`` runs it when ``pte_alloc_one()`` allocates the PTE table of
+        ``pmd_slot``, or ``pgtable_pmd_page_ctor()`` for the PMD table of ``pud`` (include/linux/mm.h,
+        v3.13+). The detailed path creates each lock object at its first use, which follows the table's
+        allocation at once; a skipped table has no first use, so without this lock_stat's instance counts
+        depended on where the skips fell (issue 20: 83,929 ptlocks fast against 17,651 exact on the
+        72 x 512m arm)."""
+        if pmd_slot is not None:
+            self.pte_lockptr(pmd_slot)
+        if pud is not None:
+            self.pmd_lockptr(pud << (PUD_SHIFT - PMD_SHIFT))
+
     def pmd_huge_pte_line(self, pmd_slot: int) -> CacheLine:
         """Where ``pgtable_trans_huge_deposit`` links the deposited PTE table:
         ``mm->pmd_huge_pte`` (one line in mm_struct) before e009bb30c8df, the

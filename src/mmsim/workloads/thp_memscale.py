@@ -308,6 +308,7 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
         if pud not in pt.pud_present:
             pt.pud_present.add(pud)
             pt.nr_pmd_tables += 1
+            pt.table_ctor_lock(pud=pud)
             tables += 1
     if unit == 2 << 20:
         for slot in range(addr >> 21, end >> 21):
@@ -325,6 +326,7 @@ def skip_mapped(system: Any, t: Task, addr: int, k: int, unit: int, node: int) -
         if slot not in pt.pmd:
             pt.pmd[slot] = PMD_TABLE
             pt.nr_pte_tables += 1
+            pt.table_ctor_lock(pmd_slot=slot)
             tables += 1
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
         a = nxt

@@ -450,11 +450,13 @@ def skip_file_faults(s: Any, t: Task, mm: MmStruct, vma: Any, inode: Any, addr: 
         if pud not in pt.pud_present:
             pt.pud_present.add(pud)
             pt.nr_pmd_tables += 1
+            pt.table_ctor_lock(pud=pud)
             pa.take_owned_functional(node, 0, (mm, "pud", pud), t.cpu)
             memcg_kmem.skip_pgtables(s, t.cpu, 1)
         if slot not in pt.pmd:
             pt.pmd[slot] = PMD_TABLE
             pt.nr_pte_tables += 1
+            pt.table_ctor_lock(pmd_slot=slot)
             pa.take_owned_functional(node, 0, (mm, slot), t.cpu)
             memcg_kmem.skip_pgtables(s, t.cpu, 1)
         pt.pte_bitmap(slot)[(a >> 12) & 511:((nxt - 1) >> 12 & 511) + 1] = True
