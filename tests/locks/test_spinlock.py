@@ -96,29 +96,35 @@ def test_ticket_grant_times(make_rig: Callable[[], Rig]) -> None:
 def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     r = make_rig()
     lk, granted, _ = _contend(r, SpinlockKind.QUEUED, [0, 2, 6, 1])
-    # CPU 2 sets pending (RFO 200) and spins on the lock word; CPU 6 queues as MCS head
-    # (xchg_tail: RFO 10 + storm {2} 10; links into nobody's node) and spins on the lock
-    # word; CPU 1 queues behind 6 (xchg_tail; writes 6's node: HITM(6,1) 200), spins locally.
-    # (CPU 1's xchg_tail: storm {2,6}, one socket: first 200, no forward: line free 620.)
-    # Release by 0 at 1000: RFO from {2,6}: 200; storm {2,6} (one socket, one core): first 200, no
-    #   forward, no L3 queue; CPU 2 (pending): 200 + int(200) = 400 → 1400 (the line is free from 1400).
-    #   There it stores to the lock word (clear_pending_set_locked): RFO from its readers {2,6}:
-    #   (0+10)/2 = 5, and sets off CPU 6's re-read (10): granted 1405.
-    # Release by 2 at 2405: RFO from {6}: 10; storm {6}: 10 → 2425; CPU 6, the queue head,
-    #   stores set_locked: RFO from {6}: 0, nobody spinning; then it writes CPU 1's node,
-    #   HITM(6,1) 200 → 2625. CPU 1 is now the head and spins on the lock word.
-    # Release by 6 at 3625: RFO from 6's own line: 0; storm {1}: 200 → 3825; CPU 1's store
-    #   hits its own line (readers {1}), nobody spinning: 3825.
-    assert granted == {0: 0, 2: 1405, 6: 2625, 1: 3825}
+    # CPU 2 sets pending (RFO 200) and spins on the lock word; CPU 6's fast-path cmpxchg (RFO 10 + storm
+    # {2} 10: its RMW done at 210, line free at 220) queues it as MCS head, spinning on the lock word; CPU 1's
+    # (RFO from {2,6} 200 + storm 200: done at 420, line free at 620) queues it behind 6 (it writes 6's node:
+    # HITM(6,1) 200) and it spins locally. Each queued arrival then makes its xchg_tail, the slowpath's 40
+    # cycles (40 ns at 1 GHz) after its cmpxchg (session 29): 6's at 250, queued behind 620, RFO from {2,6}
+    # (0+10)/2 = 5 + storm 5: line free 630; 1's at 460, queued behind 630, RFO 200 + storm 200: free 1030.
+    # Release by 0 at 1000: queued behind 1030; RFO from {2,6}: 200; storm {2,6} (one socket, one core):
+    #   first 200, no forward, no L3 queue: CPU 2 (pending) holds at 1430. Its clear_pending_set_locked, from
+    #   its readers {2,6} (5), and CPU 6's re-read (10) take the line until 1445: a plain store, which CPU 2
+    #   does not wait for (it retires from the store buffer, session 29).
+    # Release by 2 at 2430: RFO from {6}: 10; storm {6}: 10 → 2450: CPU 6, the queue head, holds; its
+    #   set_locked (own line) and its write of CPU 1's node (HITM(6,1) 200) are stores it does not wait for;
+    #   CPU 1 is queue head from then: when the node store reaches it (2650) it reads the lock word, a HITM
+    #   from CPU 6 (200), and both keep a copy.
+    # Release by 6 at 3450 (its stores long done): it takes the line back from CPU 1's copy (200); storm {1}:
+    #   200 → 3850; CPU 1, the last waiter, claims with cmpxchg (a locked RMW it waits for) on its own copy: 0.
+    assert granted == {0: 0, 2: 1430, 6: 2450, 1: 3850}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1405 + 2625 + 3825
-    assert st.wait_ns_max == 3825
+    assert st.wait_ns_total == 1430 + 2450 + 3850
+    assert st.wait_ns_max == 3850
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
     assert st.extra["lock_word_stores"] == 3  # each contended grant's set_locked / clear_pending_set_locked
     assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
+    assert st.extra["xchg_tail_rmws"] == 2  # the two queued arrivals (6, 1)
+    assert st.extra["head_first_reads"] == 1  # CPU 1, made head by CPU 6's MCS hand-off
+    assert "unlocks_behind_grant_stores" not in st.extra  # every hold (1 us) outlasts the grant's stores
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1405
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1430
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
@@ -133,22 +139,23 @@ def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> No
     read the L3 one after another (40 ns; a random reader waits Σ c(m-1)/2n · 40 = 20
     whenever both cores have one). Ticket: all nwait waiters re-read: 400, 420, 420,
     420. Queued: at most 2 re-readers (pending CPU 2 and queue head CPU 3): 400, 420,
-    420, 420, then CPU 2's lock-word store (clear_pending_set_locked) takes the line
-    from its readers {2, 3} (+25): 400, 445, 445, 445.
+    420, 420; CPU 2's lock-word store (clear_pending_set_locked) then takes the line
+    from its readers {2, 3} (25), a plain store CPU 2 does not wait for (session 29).
     Second hand-off (2 → 3): ticket RFO from the readers {2, 3, 6, 7}[:nwait] + first
     HITM from 2 + the L3 queue: 25 + 50 = 75; 20 + int(30 + 20) = 70; 27 + int(36.7 +
     20) = 83. Queued: the unlock store takes the line from CPU 3 (50: CPU 2's store
-    left 3 the only reader), CPU 3's re-read (50), its set_locked (0: nobody else reads
-    the line), so 100, plus 50 when 3 writes 6's node."""
+    left 3 the only reader), CPU 3's re-read (50): 100; its claim (the cmpxchg when it
+    is the last waiter, 0: nobody else reads the line; else set_locked and the write of
+    6's node, stores it does not wait for) adds nothing."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
     assert g_ticket[2] - hold == [400, 420, 420, 420][nwait - 1]
-    assert g_queued[2] - hold == [400, 445, 445, 445][nwait - 1]
+    assert g_queued[2] - hold == [400, 420, 420, 420][nwait - 1]
     if nwait >= 2:
         assert g_ticket[3] - g_ticket[2] - hold == [75, 70, 83][nwait - 2]
-        assert g_queued[3] - g_queued[2] - hold == [100, 150, 150][nwait - 2]
+        assert g_queued[3] - g_queued[2] - hold == [100, 100, 100][nwait - 2]
 
 
 def test_uncontended_acquire_pays_the_line_transfer(make_rig: Callable[[], Rig]) -> None:

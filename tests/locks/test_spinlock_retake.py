@@ -69,24 +69,29 @@ def test_queued_think0_fast_path_retakes_before_pending_lands(make_rig: Callable
     #   on the line it brought (one RMW): its request reaches CPU 0 at 25, the RMW lands at 50. CPU 0
     #   re-takes by the fast path at 0 -> 18 -> 36 (the second pushes the snoop to 36, the landing
     #   to 61), as the ticket lock does.
-    # 36: CPU 0's unlock queues behind CPU 1's RMW (61), RFO 50 (111), CPU 1's re-read (50): its
-    #   clear_pending_set_locked at 161, from the readers {1, 0} (mean 25): CPU 1 holds at 186.
-    #   CPU 0's fast-path cmpxchg at 36 (in the storm's window, after its unlock store: 129) found a
-    #   hand-over under way: it waits it out, and at 161 makes its "trylock || pending" cmpxchg, queued
-    #   behind CPU 1's store (186), from CPU 1: snoop at 211, landing at 236. CPU 1 re-takes at
-    #   186 -> 204 -> 222 (snoop pushed to 222, landing to 247). 222: CPU 1's unlock queues behind the
-    #   landing (247), RFO 50 + re-read 50 (347) + store 25: CPU 0 holds at 372; CPU 1's cmpxchg waits
-    #   out that hand-over, and at 347 its pending cmpxchg queues behind CPU 0's store (372), from CPU 0:
-    #   snoop 397, landing 422. CPU 0 re-takes at 372 -> 390 -> 408 (snoop and landing pushed by 11)
-    #   and is done; its unlock at 408 hands to CPU 1 (433 + 50 + 50, its store from its own copy: 533),
-    #   whose last two grants are on its own line with nothing in flight (0 ns).
-    assert g == [(0, 0), (18, 0), (36, 0), (186, 1), (204, 1), (222, 1), (372, 0), (390, 0), (408, 0), (533, 1),
+    # 36: CPU 0's unlock queues behind CPU 1's RMW (61), RFO 50 (111), CPU 1's re-read (50): CPU 1 holds
+    #   at 161; its clear_pending_set_locked, from the readers {1, 0} (mean 25), is a plain store it does not
+    #   wait for (session 29), done at 186. CPU 0's fast-path cmpxchg at 36 (in the storm's window, after its
+    #   unlock store: 129) found a hand-over under way: it waits it out, and at 161 makes its "trylock ||
+    #   pending" cmpxchg, queued behind CPU 1's store (186), from CPU 1: snoop at 211, landing at 236.
+    # CPU 1 releases at 161, but its unlock store becomes visible only after its grant store (stores in
+    #   program order): at 186; its next cmpxchg, made at 161, drains the store buffer first, so it is
+    #   issued at 186 too. CPU 0's RMW is still in flight there: CPU 1 re-takes at 186 -> 204 -> 222 (the
+    #   last overruns the snoop by 11: snoop 222, landing 247). 222: CPU 1's unlock queues behind the
+    #   landing (247), RFO 50 + re-read 50: CPU 0 holds at 347 (its store to 372). CPU 1's cmpxchg at 222
+    #   waits out that hand-over and at 347 makes its pending cmpxchg behind CPU 0's store (372), from CPU 0:
+    #   snoop 397, landing 422. CPU 0's unlock (at 347) waits for its store (372), its cmpxchg with it:
+    #   re-takes 372 -> 390 -> 408 (snoop and landing pushed by 11 to 408 / 433), and it is done; its unlock
+    #   at 408 queues behind the landing (433): RFO 50 + re-read 50: CPU 1 holds at 533, and its store,
+    #   from its own copy, costs nothing; its last two grants are on its own line (0 ns).
+    assert g == [(0, 0), (18, 0), (36, 0), (161, 1), (204, 1), (222, 1), (347, 0), (390, 0), (408, 0), (533, 1),
                  (533, 1), (533, 1)]
     st = lk.stat
     assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 3)
     assert st.extra["retakes_ahead_of_inflight"] == 6
+    assert st.extra["unlocks_behind_grant_stores"] == 2  # CPU 1's at 161, CPU 0's at 347
     assert "landed_on_free_lock" not in st.extra
-    assert st.wait_ns_total == (186 - 0) + (372 - 36) + (533 - 222)  # CPU 1 from 0, CPU 0 from 36, CPU 1 from 222
+    assert st.wait_ns_total == (161 - 0) + (347 - 36) + (533 - 222)  # CPU 1 from 0, CPU 0 from 36, CPU 1 from 222
     assert st.extra["pending_rmws"] == 2  # the two waits out a hand-over, each then an RMW
     assert st.extra["lock_word_stores"] == 3  # the three pending -> locked hand-overs
 

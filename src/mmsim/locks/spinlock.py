@@ -78,6 +78,11 @@ from mmsim.locks.base import CacheLine, LockContext
 
 # Roles of a queued-spinlock waiter
 _PENDING, _HEAD, _QUEUED = 0, 1, 2
+# estimate: the instructions of queued_spin_lock_slowpath between the fast path's failed cmpxchg and xchg_tail
+# (v4.16+: the val tests, this_cpu_ptr of qnodes, node->count++, encode_tail, grab_mcs_node, the node's
+# locked/next stores, queued_spin_trylock's read and test), ~40 at IPC ~1; plausible 20-80 cycles
+SLOWPATH_CYCLES = 40
+_NOT_READY = 1 << 62  # a queued waiter's time of its first read of the lock word, before it is queue head
 
 
 class SpinlockKind(str, Enum):
@@ -88,7 +93,7 @@ class SpinlockKind(str, Enum):
 class Spinlock:
     __slots__ = (
         "ctx", "name", "kind", "stat", "holder", "acquired_at", "waiters", "line", "last_cpu", "_spin_func",
-        "_ticket", "_handover", "_watchers",
+        "_ticket", "_handover", "_watchers", "_sb_task", "_sb_done", "_deferred", "_slowpath_ns",
     )
 
     def __init__(
@@ -100,9 +105,10 @@ class Spinlock:
         self.stat = ctx.stat(name, f"spinlock({kind.value})")
         self.holder: Task | None = None
         self.acquired_at = 0
-        # (task, since, role, node_link_ns, land, bounced): role is unused by ticket locks; land is when the
-        # waiter's RMW reaches the line as issued (the line's arrival() has it as pushed back since); bounced:
-        # its contention was counted as a con-bounce
+        # (task, since, role, node_link_ns, land, bounced, ready): role is unused by ticket locks; land is when
+        # the waiter's RMW reaches the line as issued (the line's arrival() has it as pushed back since); bounced:
+        # its contention was counted as a con-bounce; ready: when it reads the lock word (a queued waiter: once
+        # its predecessor's MCS hand-off has reached it)
         self.waiters: deque[list[Any]] = deque()
         self.line = line if line is not None else CacheLine(ctx.machine, home_cpu)
         self.stat.lines.append(self.line)
@@ -113,6 +119,14 @@ class Spinlock:
         self._handover = False
         self._watchers: list[tuple[Task, int]] = []
         self._spin_func = "_raw_spin_lock" if self._ticket else "native_queued_spin_lock_slowpath"
+        # qspinlock: the holder whose grant stores (lock word, MCS node) are still on their way, and when the
+        # last of them completes: its unlock store cannot become visible before (stores in program order)
+        self._sb_task: Task | None = None
+        self._sb_done = 0
+        # a release waiting for those stores (the releasing task), and an acquire by that task meanwhile
+        # (task, since): its locked RMW drains the store buffer, so it waits for the unlock too
+        self._deferred: list[Any] | None = None
+        self._slowpath_ns = max(1, round(SLOWPATH_CYCLES / ctx.machine.freq_ghz))
 
     def acquire(self, task: Task) -> Any:
         """``spin_lock()``. Returns ns to yield (uncontended) or PARK (spinning).
@@ -122,9 +136,20 @@ class Spinlock:
         until its transfer ends (:meth:`CacheLine.arrival`), and the old owner's own RMWs meanwhile
         complete first. So a holder that releases and comes straight back takes the lock again ahead of
         a waiter whose RMW is still in flight (:meth:`release` waits for it to land)."""
+        now = self.ctx.engine.now
+        d = self._deferred
+        if d is not None and d[0] is task:
+            # its own unlock is still waiting for its grant stores: the fast path's locked cmpxchg drains the
+            # store buffer first, so it is issued once the unlock is visible (_release_visible)
+            d.append(now)
+            return PARK
+        return self._acquire(task, now, now)
+
+    def _acquire(self, task: Task, now: int, since: int) -> Any:
+        """:meth:`acquire` at ``now`` of a task that called it at ``since`` (earlier when its RMW waited for
+        its own unlock to become visible)."""
         st = self.stat
         cpu = task.cpu
-        now = self.ctx.engine.now
         st.note_acquire(cpu, self.last_cpu)
         line = self.line
         cost = line.rmw(cpu, now)
@@ -133,9 +158,9 @@ class Spinlock:
             self.acquired_at = now + cost
             if self.waiters:
                 st.extra["retakes_ahead_of_inflight"] = st.extra.get("retakes_ahead_of_inflight", 0) + 1
-            return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost)
+            return self.ctx.counters.busy(cpu, "_raw_spin_lock", cost + now - since)
         land = now + cost if line.remote else now
-        return self._arrive(task, now, land)
+        return self._arrive(task, since, land)
 
     def _ahead_of_inflight(self, cpu: int, now: int) -> bool:
         """The lock is free and its first waiter's RMW is still in flight to a line ``cpu`` still owns:
@@ -183,7 +208,7 @@ class Spinlock:
         b = self.last_cpu >= 0 and cpu != self.last_cpu  # the contention was a con-bounce
         w = self.waiters
         if self._ticket:
-            w.append([task, since, _QUEUED, 0, land, b])
+            w.append([task, since, _QUEUED, 0, land, b, land])
             self.line.add_spinner(cpu)
             return PARK
         if self._handover and not w:
@@ -211,7 +236,7 @@ class Spinlock:
 
     def _pending(self, task: Task, since: int, land: int, bounced: bool) -> Any:
         """0,0,1 -> 0,1,1: the pending waiter, spinning on the lock word."""
-        self.waiters.append([task, since, _PENDING, 0, land, bounced])
+        self.waiters.append([task, since, _PENDING, 0, land, bounced, land])
         self.line.add_spinner(task.cpu)
         return PARK
 
@@ -221,41 +246,102 @@ class Spinlock:
         predecessor's node->next (a HITM of that node's line) and spins on its own node."""
         w = self.waiters
         cpu = task.cpu
+        now = self.ctx.engine.now
+        t = land + self._slowpath_ns
+        self.ctx.engine.call_at(t if t > now else now, self._xchg_tail, task)
         if not w or (len(w) == 1 and w[0][2] == _PENDING):
-            w.append([task, since, _HEAD, 0, land, bounced])
+            w.append([task, since, _HEAD, 0, land, bounced, land])
             self.line.add_spinner(cpu)
             return PARK
         st = self.stat
         link = int(self.line.costs.hitm[w[-1][0].cpu][cpu])
         st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
-        w.append([task, since, _QUEUED, link, land, bounced])
+        w.append([task, since, _QUEUED, link, land, bounced, _NOT_READY])
         return PARK
+
+    def _head_reads(self, task: Task) -> None:
+        """A waiter made queue head by its predecessor's MCS hand-off reads the lock word when the node store
+        has reached it (v4.13 ``queued_spin_lock_slowpath``: ``atomic_cond_read_acquire(&lock->val,
+        !(VAL & _Q_LOCKED_PENDING_MASK))``): the line comes from its owner and both keep a copy, so the
+        holder's unlock store has to take it back (:meth:`CacheLine.write` invalidates the readers) before the
+        head's re-read (docs/locks.md, session 29)."""
+        if self.holder is task or task.cpu not in self.line._cpu:  # granted, or no longer spinning here
+            return
+        self.line.read(task.cpu, self.ctx.engine.now)
+        st = self.stat
+        st.extra["head_first_reads"] = st.extra.get("head_first_reads", 0) + 1
+
+    def _xchg_tail(self, task: Task) -> None:
+        """The queueing arrival's ``xchg_tail()``: a second locked RMW on the lock word (v4.13
+        ``queued_spin_lock_slowpath``: after the fast path's ``cmpxchg`` failed and the node was set up,
+        ``old = xchg_tail(lock, tail)``, an ``xchg`` of the tail half-word), the slowpath's own instructions
+        (:data:`SLOWPATH_CYCLES`) after the first RMW completed. If another CPU took the line in between (a
+        new holder's store, or the re-read of a queue head or pending waiter spinning on it) the RMW takes it
+        back and the spinners re-read it (docs/locks.md, session 29). v4.16+'s ``queued_spin_trylock`` read
+        just before it and the RMW are one transfer (the RFO brings the line with its value)."""
+        if self.holder is task:  # granted before its RMW came (not reachable within one transfer)
+            return
+        self.line.rmw(task.cpu, self.ctx.engine.now)
+        st = self.stat
+        st.extra["xchg_tail_rmws"] = st.extra.get("xchg_tail_rmws", 0) + 1
 
     def release(self, task: Task) -> int:
         """``spin_unlock()``: hand the lock to the next waiter, if any. Returns 0
         (the unlock store retires from the store buffer; the releaser does not wait)."""
-        if self.holder is not task:
+        if self.holder is not task or self._deferred is not None:
             raise RuntimeError(f"{self.name}: released by {task!r}, held by {self.holder!r}")
         now = self.ctx.engine.now
+        self.stat.note_hold(now - self.acquired_at)
+        if self._sb_task is task:
+            self._sb_task = None
+            if self._sb_done > now:
+                # its grant stores are still on their way: the unlock store becomes visible after them
+                self._deferred = [task]
+                self.ctx.engine.call_at(self._sb_done, self._release_visible, task)
+                self.stat.extra["unlocks_behind_grant_stores"] = (
+                    self.stat.extra.get("unlocks_behind_grant_stores", 0) + 1)
+                return 0
+        self._unlock(task)
+        return 0
+
+    def _release_visible(self, task: Task) -> None:
+        """A deferred unlock (:meth:`release`) becomes visible now; then the releaser's own acquire, if it
+        made one meanwhile, issues its RMW."""
+        d = self._deferred
+        self._deferred = None
+        self._unlock(task)
+        if d is not None and len(d) > 1:
+            now = self.ctx.engine.now
+            r = self._acquire(task, now, d[1])
+            if r is not PARK:  # its RMW took the lock: it goes on when the RMW completes
+                self.ctx.engine.wake(task, r - (now - d[1]))
+
+    def _unlock(self, task: Task) -> None:
+        """The unlock store, visible at the engine's now: hand the lock to the next waiter, if any."""
+        now = self.ctx.engine.now
         st = self.stat
-        st.note_hold(now - self.acquired_at)
         line = self.line
         # The unlock store: take the line, invalidate the spinners, storm.
         done, first, mid = line.write(task.cpu, now)
         if not self.waiters:
             self.holder = None
-            return 0
+            return
         w0 = self.waiters[0]
         if line.arrival(w0[0].cpu) > now and task.cpu == line._prev:
             # The first waiter's RMW is still in flight to the line this CPU owns: it has not taken its
             # ticket (set its pending bit) yet, so the lock is free until it lands.
             self.holder = None
             self.ctx.engine.call_at(line.arrival(w0[0].cpu), self._landed, (w0[0], w0[4]))
-            return 0
-        nxt, since, role = self.waiters.popleft()[:3]
+            return
+        e = self.waiters.popleft()
+        nxt, since, role, ready = e[0], e[1], e[2], e[6]
         ncpu = nxt.cpu
         # The next owner is, on average, half-way through the storm of the spinners (CacheLine.storm).
         h = done + int(first + mid)
+        if ready > now + h:
+            # a queue head that is not spinning on the lock word yet (its MCS hand-off is still on its way:
+            # _granted): its first read of the word, when it gets there, brings the line from the releaser
+            h = ready - now + int(line.costs.hitm[task.cpu][ncpu])
         line.remove_spinner(ncpu)
         self.holder = nxt
         self.last_cpu = ncpu
@@ -267,32 +353,54 @@ class Spinlock:
             # cmpxchg straight after its unlock) is on the line first.
             self.acquired_at = now + h
             self.ctx.engine.call_at(now + h, self._granted, (nxt, since, role))
-            return 0
+            return
         self.acquired_at = now + h
         wait = now + h - since
         st.note_wait(wait)
         self.ctx.counters.busy(ncpu, self._spin_func, wait)
         self.ctx.engine.wake(nxt, h)
-        return 0
+        return
 
     def _granted(self, arg: tuple[Task, int, int]) -> None:
-        """qspinlock: the new holder's lock-word store, then (a queue head with a successor) the
-        hand-off of the queue head role to the next node; then its critical section starts."""
+        """qspinlock: the new holder's lock-word access, then (a queue head with a successor) the
+        hand-off of the queue head role to the next node; its critical section starts at once.
+
+        v4.13 ``queued_spin_lock_slowpath``: the pending waiter's ``clear_pending_set_locked()`` and a queue
+        head's ``set_locked()`` are ``WRITE_ONCE()`` stores, and ``arch_mcs_spin_unlock_contended()`` is
+        ``smp_store_release()``: plain stores on x86, which retire into the store buffer (Intel SDM vol. 3A
+        §8.2.2), so the holder goes on while the line comes (docs/locks.md, session 29; as the releaser's
+        unlock store in :meth:`release`). The store takes the line all the same (later accesses queue behind
+        it). Only the last queued waiter's ``atomic_cmpxchg_relaxed(&lock->val, val, _Q_LOCKED_VAL)`` is a
+        locked RMW whose result the CPU waits for."""
         nxt, since, role = arg
         now = self.ctx.engine.now
         ncpu = nxt.cpu
         line = self.line
         st = self.stat
-        h = line.write(ncpu, now)[0]
+        last = role == _HEAD and not self.waiters  # the cmpxchg that clears the tail
+        h = line.write(ncpu, now, last)[0]
+        sb = 0 if last else h  # when the buffered stores are done (the cmpxchg is waited for: h)
+        if not last:
+            h = 0
         st.extra["lock_word_stores"] = st.extra.get("lock_word_stores", 0) + 1
         if role == _HEAD and self.waiters:
-            # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line
+            # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line, a store the holder
+            # does not wait for; the successor sees it one node transfer later (the store and its re-read of
+            # node->locked, one transfer as a ping-pong's one-way trip) and only then reads the lock word
+            # (release: a hold shorter than that makes the hand-off wait for it)
             succ = self.waiters[0]
             if succ[2] == _QUEUED:
-                h += int(line.costs.hitm[ncpu][succ[0].cpu])
                 succ[2] = _HEAD
+                link = int(line.costs.hitm[ncpu][succ[0].cpu])
+                succ[6] = now + link
+                if link > sb:  # the node store overlaps the lock word's (different lines)
+                    sb = link
                 line.add_spinner(succ[0].cpu)
+                self.ctx.engine.call_at(now + link, self._head_reads, succ[0])
                 st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
+        if sb:
+            self._sb_task = nxt
+            self._sb_done = now + sb
         self.acquired_at = now + h
         wait = now + h - since
         st.note_wait(wait)
