@@ -359,7 +359,6 @@ class Spinlock:
         st.note_wait(wait)
         self.ctx.counters.busy(ncpu, self._spin_func, wait)
         self.ctx.engine.wake(nxt, h)
-        return
 
     def _granted(self, arg: tuple[Task, int, int]) -> None:
         """qspinlock: the new holder's lock-word access, then (a queue head with a successor) the
@@ -379,9 +378,9 @@ class Spinlock:
         st = self.stat
         last = role == _HEAD and not self.waiters  # the cmpxchg that clears the tail
         h = line.write(ncpu, now, last)[0]
-        sb = 0 if last else h  # when the buffered stores are done (the cmpxchg is waited for: h)
-        if not last:
-            h = 0
+        sb = 0  # ns until the holder's buffered stores are done
+        if not last:  # a plain store: the holder goes on, the store completes in h
+            sb, h = h, 0
         st.extra["lock_word_stores"] = st.extra.get("lock_word_stores", 0) + 1
         if role == _HEAD and self.waiters:
             # arch_mcs_spin_unlock_contended(&next->locked): the next waiter's node line, a store the holder
