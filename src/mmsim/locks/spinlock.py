@@ -25,13 +25,17 @@ and so in what a hand-off costs.
   most two CPUs (pending waiter and queue head) re-read the lock word after a
   release. When the queue head takes the lock it passes the head role on
   with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
-  waiter's node line, whose owner is spinning on it (one HITM). A hand-off is
-  therefore the lock word's transfer plus, for a queue head, the next
-  waiter's node: constant in the number of waiters. The new holder (pending
-  waiter or queue head) then stores to the lock word
-  (``clear_pending_set_locked`` / ``set_locked``, or the last waiter's
+  waiter's node line, whose owner is spinning on it (one HITM); the new head
+  then reads the lock word, so the holder's unlock takes the line back from
+  its copy before the head's re-read. A hand-off is constant in the number
+  of waiters. The new holder (pending waiter or queue head) stores to the lock
+  word (``clear_pending_set_locked`` / ``set_locked``, or the last waiter's
   ``cmpxchg``): one more write of the line, made when its re-read has seen
-  the lock free (:meth:`Spinlock._granted`). The slowpath as v4.13 has it
+  the lock free (:meth:`Spinlock._granted`). Those stores and the node store
+  are plain x86 stores: the holder does not wait for them, but its unlock
+  becomes visible only after them; only the ``cmpxchg`` is waited for. Each
+  queued arrival also makes its ``xchg_tail`` RMW, after the slowpath's own
+  instructions (session 29, docs/locks.md). The slowpath as v4.13 has it
   (``queued_spin_lock_slowpath``, read in the stored corpus; v4.16+ bounds the
   hand-over wait by ``_Q_PENDING_LOOPS`` and sets pending with one
   ``fetch_or``, the same accesses at two CPUs): an arrival whose fast-path
