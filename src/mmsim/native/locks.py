@@ -102,60 +102,59 @@ def placement_class(xfers: list[float]) -> tuple[float, float]:
     return lo, XFER_CLASS * lo
 
 
+def _lockbench_samples(lock: str, hold: int, think: int, cpus: tuple[int, int], mode: str, ncols: int,
+                       xcol: int) -> tuple[list[list[float]], list[list[float]], int] | None:
+    """``lockbench LOCK ... MODE``'s samples: (those in the most common vCPU placement, every sample with cpu
+    share >= MIN_CPU_SHARE, the number run). The placement is :func:`placement_class` of column ``xcol``, the
+    line transfer measured just before the sample: the vCPUs can move between nearer and farther physical
+    cores within one run (one traced run's median transfer over all samples came out ~60 us, the other vCPU
+    descheduled during the ping-pongs, and the model's hand-off was simulated at it: 90,190 ns against 163.8
+    native, session 29). None if it did not run or kept fewer than MIN_KEPT samples in that placement."""
+    exe = _helper()
+    if exe is None:
+        return None
+    args = [str(exe), lock, str(cpus[0]), str(cpus[1]), str(NATIVE_SAMPLES), str(native_iters(hold, think)),
+            str(hold), str(think), mode]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        vals = [[float(x) for x in line.split()] for line in r.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    kept = [v for v in vals if r.returncode == 0 and len(v) >= ncols and v[1] >= MIN_CPU_SHARE and v[xcol] > 0]
+    if not kept:
+        return None
+    lo, hi = placement_class([v[xcol] for v in kept])
+    cls = [v for v in kept if lo <= v[xcol] <= hi]
+    if len(cls) < MIN_KEPT:
+        return None
+    return cls, kept, len(vals)
+
+
 def native_ns_at_xfer(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float] | None:
     """``lockbench LOCK ... xfer``: the plain loop with the line transfer measured just before each sample.
     Of the samples with cpu share >= MIN_CPU_SHARE, those in the most common placement (:func:`placement_class`)
     give the median ns per acquisition and the median transfer the model is run at: the vCPUs can move
     between nearer and farther physical cores within one run, and each sample is compared at the transfer
     it had. None if it did not run or kept fewer than MIN_KEPT samples in that class."""
-    exe = _helper()
-    if exe is None:
+    got = _lockbench_samples(lock, hold, think, cpus, "xfer", 3, 2)
+    if got is None:
         return None
-    args = [str(exe), lock, str(cpus[0]), str(cpus[1]), str(NATIVE_SAMPLES), str(native_iters(hold, think)),
-            str(hold), str(think), "xfer"]
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-        vals = [[float(x) for x in line.split()] for line in r.stdout.splitlines() if line.strip()]
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    kept = [v for v in vals if r.returncode == 0 and len(v) >= 3 and v[1] >= MIN_CPU_SHARE and v[2] > 0]
-    if not kept:
-        return None
-    lo, hi = placement_class([v[2] for v in kept])
-    cls = [v for v in kept if lo <= v[2] <= hi]
-    if len(cls) < MIN_KEPT:
-        return None
+    cls, kept, run = got
     med = statistics.median
     return {"ns_per_acq": med(v[0] for v in cls), "share": med(v[1] for v in cls), "xfer_ns": med(v[2] for v in cls),
-            "in_class": float(len(cls)), "kept": float(len(kept)), "run": float(len(vals)),
+            "in_class": float(len(cls)), "kept": float(len(kept)), "run": float(run),
             "xfer_min": min(v[2] for v in kept), "xfer_max": max(v[2] for v in kept)}
 
 
 def native_trace(lock: str, hold: int, think: int, cpus: tuple[int, int]) -> dict[str, float] | None:
-    """``lockbench LOCK ... trace``: medians over the samples with cpu share >= MIN_CPU_SHARE of hand-offs
-    (owner changes, in the ticket / sequence-number order) per acquisition, ns per hand-off, fast-path
-    (no wait) share and the line transfer measured just before each sample; None if it did not run or
-    kept fewer than MIN_KEPT samples."""
-    exe = _helper()
-    if exe is None:
+    """``lockbench LOCK ... trace``: medians over the samples of the most common vCPU placement with cpu share
+    >= MIN_CPU_SHARE of hand-offs (owner changes, in the ticket / sequence-number order) per acquisition, ns
+    per hand-off, fast-path (no wait) share and the line transfer measured just before each sample; None if
+    it did not run or kept fewer than MIN_KEPT samples in that placement."""
+    got = _lockbench_samples(lock, hold, think, cpus, "trace", 12, 11)
+    if got is None:
         return None
-    args = [str(exe), lock, str(cpus[0]), str(cpus[1]), str(NATIVE_SAMPLES), str(native_iters(hold, think)),
-            str(hold), str(think), "trace"]
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-        vals = [[float(x) for x in line.split()] for line in r.stdout.splitlines() if line.strip()]
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    kept = [v for v in vals if r.returncode == 0 and len(v) >= 12 and v[1] >= MIN_CPU_SHARE and v[11] > 0]
-    if not kept:
-        return None
-    # the samples of the most common vCPU placement, as native_ns_at_xfer: a median over all kept samples mixed
-    # placements, and one run's median transfer came out ~60 us (the other vCPU descheduled during the
-    # ping-pongs), so the model's hand-off was simulated at it (90,190 ns against 163.8 native, session 29)
-    lo, hi = placement_class([v[11] for v in kept])
-    cls = [v for v in kept if lo <= v[11] <= hi]
-    if len(cls) < MIN_KEPT:
-        return None
+    cls = got[0]
     med = statistics.median
     return {"handoffs_per_acq": med(v[2] for v in cls), "ns_per_handoff": med(v[8] for v in cls),
             "fast_share": med(v[3] for v in cls), "xfer_ns": med(v[11] for v in cls), "kept": float(len(cls))}
