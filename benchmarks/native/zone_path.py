@@ -49,7 +49,7 @@ WORK_MIB = 6400  # MiB written per timed run (rounds = WORK_MIB / size)
 def pcp_of(cpu: int) -> dict[str, int]:
     """high / batch of ``cpu``'s pageset in the first zone that has pagesets with a high above 0."""
     text = Path("/proc/zoneinfo").read_text()
-    for zone in text.split("\nNode ")[0:] if text else []:
+    for zone in text.split("\nNode "):
         m = re.search(rf"cpu: {cpu}\s+count:\s+(\d+)\s+high:\s+(\d+)\s+batch:\s+(\d+)", zone)
         if m and int(m.group(2)) > 0 and "zone   Normal" in zone:
             return {"count": int(m.group(1)), "high": int(m.group(2)), "batch": int(m.group(3))}
@@ -153,7 +153,8 @@ def main() -> int:
     if a.json:
         print(json.dumps({"native": nat, "model": sim, "highs": highs}, indent=1))
         return 0
-    print(f"zone->lock path per page: native (CPU {a.cpu}) and model ({sim['kernel']}, {a.machine or 'calibrated host'})")
+    where = a.machine or "calibrated host"
+    print(f"zone->lock path per page: native (CPU {a.cpu}) and model ({sim['kernel']}, {where})")
     print(f"{'MiB':>4} {'cfg':>3} {'high':>6} {'native p10':>10} {'native med':>10} {'model':>8}")
     for size in sizes:
         for name in CONFIGS:
