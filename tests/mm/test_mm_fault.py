@@ -30,26 +30,29 @@ TOTAL_PAGES = 2 * GIB // 4096  # two 1 GiB nodes = 524288 pages
 # Shared prefix of every first fault in a fresh mm (t in ns):
 #   page_fault 1000 → 1000; mmap_sem down_read 0; handle_mm_fault 300 → 1300;
 #   __pmd_alloc: get_page_from_freelist 60 → 1360, PCP empty → rmqueue_bulk of
-#   batch 31 pages under zone->lock: 31 × 70 = 2170, plus the struct page lines of a
-#   never-touched order-10 block (RMQ_LINES) → 4502; clear 4096 B: int(4096/10)+1 = 410
-#   → 4912; link under mm->page_table_lock (0 ns).
+#   batch 31 pages under zone->lock: 31 × 70 = 2170 and expand()'s 36 split levels (RMQ_SPLITS:
+#   pfns 0-30 taken from a fresh order-10 block leave 6 free blocks, pfn 31 and orders 5-9, and
+#   each split adds one, each take after the first removes one: 6 + 30) × 22 = 792, plus the
+#   struct page lines of a never-touched order-10 block (RMQ_LINES) → 5294; clear 4096 B:
+#   int(4096/10)+1 = 410 → 5704; link under mm->page_table_lock (0 ns).
 # RMQ_LINES: from memory (100 ns), the first two misses of each vmemmap 4 KiB page (64 struct
 #   pages): pfns 0 and 32 (vmemmap page 0), the halves 512, 256, 128, 64 (pages 8, 4, 2, 1);
 #   the other 31 lines of vmemmap page 0 touched (pfns 1-31: taken or split off as halves)
 #   streamed into the L2: 12 ns each.
 RMQ_LINES = 2 * 100 + 4 * 100 + 31 * 12
-PMD_ALLOC_DONE = 3940 + RMQ_LINES
+RMQ_SPLITS = 36 * 22  # mm/costs.py "expand/level" (docs/validation-paths.md, session 30)
+PMD_ALLOC_DONE = 3940 + RMQ_SPLITS + RMQ_LINES
 # THP: anon_vma_prepare (the VMA's first write fault) 700 → +700; __rmqueue order 9 (block 512,
 # a half this CPU wrote 4 KiB of clearing ago: in its L1d, 0): 70; clear 2 MiB: int(2097152/10)+1 =
 # 209716; pte_alloc_one from the PCP: 60; PMD lock (0); __do_huge_pmd_anonymous_page 300; deposit,
 # rss_stat, nr_ptes atomics 0; the 511 tail struct pages (prep_compound_page) were last written by
 # CPU 0 itself: 0.
-THP_DONE = 214_786 + RMQ_LINES
+THP_DONE = 214_786 + RMQ_SPLITS + RMQ_LINES
 # 4 KiB: __pte_alloc: 60 → 4000, clear 410 → 4410, populate under page_table_lock;
 # anon_vma_prepare (the VMA's first write fault) 700 → 5110;
 # do_anonymous_page: PCP fast path 60 + clear 410 → 5580; PTE lock;
 # do_anonymous_page path 400 → 5980 (+ RMQ_LINES).
-ANON_DONE = 5980 + RMQ_LINES
+ANON_DONE = 5980 + RMQ_SPLITS + RMQ_LINES
 
 
 def _system(tiny: Machine, kernel: str, **overrides: str) -> tuple[System, MmStruct, Task]:
@@ -109,7 +112,7 @@ def test_thp_fault(tiny: Machine, kernel: str, pmd_lock: str) -> None:
     assert "ptlock_ptr(pte page)" not in locks
     prof = s.counters.prof_ns[0]
     assert prof["clear_page_erms"] == 410 + 209_716
-    assert prof["rmqueue_bulk"] == 2170 + RMQ_LINES and prof["__rmqueue"] == 70
+    assert prof["rmqueue_bulk"] == 2170 + RMQ_SPLITS + RMQ_LINES and prof["__rmqueue"] == 70
 
 
 def test_thp_fault_then_same_huge_page_is_mapped(tiny: Machine) -> None:
@@ -160,7 +163,7 @@ def test_thp_never_gives_only_4k_faults(tiny: Machine) -> None:
     # First fault as the misaligned one (5980). Second (same PTE table): entry 1000
     # + 300, PCP page 60 + clear 410, PTE path 400 = 2170 → 7450. Third (next 2 MiB):
     # 1300 + __pte_alloc (60 + 410) + 470 + 400 = 2640 → 10790.
-    assert s.engine.now == ANON_DONE + 2170 + 2640 == 10_790 + RMQ_LINES
+    assert s.engine.now == ANON_DONE + 2170 + 2640 == 10_790 + RMQ_SPLITS + RMQ_LINES
 
 
 def test_thp_madvise_needs_the_advice(tiny: Machine) -> None:

@@ -154,9 +154,10 @@ def test_critical_section_pays_the_lines_it_writes(tiny: Machine) -> None:
     # order-10 head.next and nr_free written (lines 16, 17), then the order-9 head.prev (line 15;
     # head.next and nr_free are on lines 14 and 16, already CPU 5's). NR_FREE_PAGES -512 is past
     # the zone's stat_threshold: a fold into zone->vm_stat and vm_zone_stat (2 lines). After the
-    # lock, prep_compound_page writes 511 tail pages, 10 at a time: 52 transfers of 50 ns.
+    # lock, prep_compound_page writes 511 tail pages, 10 at a time: 52 transfers of 50 ns. expand() splits
+    # the order-10 block once: 22 cycles (mm/costs.py "expand/level").
     assert s.page_alloc._stat_threshold == [40, 40]  # 2 x fls(8 CPUs) x (1 + fls(1 GiB / 128 MiB))
-    assert s.engine.now == 50 + 70 + 2 * 100 + (4 + 2) * 50 + 52 * 50
+    assert s.engine.now == 50 + 70 + 22 + 2 * 100 + (4 + 2) * 50 + 52 * 50
     assert s.page_alloc.stat_folds == 1
     assert dict(s.page_alloc.zones[0].free_area[9][MIGRATE_MOVABLE]) == {512: COLD}
 

@@ -135,6 +135,7 @@ class BuddyLists:
     ``self._cs`` (the current critical section)."""
 
     _cs: float
+    splits: int
     lines: int
     zone_lines: int
     stat_folds: int
@@ -410,6 +411,7 @@ class BuddyLists:
                 # get_page_from_free_area on an empty list: a read of head.next
                 self._cs += area_op(z, cpu, (FA_NEXT[o][mt],), False)
                 continue
+            self.splits += o - order  # expand()'s levels: their instructions are charged with the section
             while o > order:
                 o -= 1
                 half = pfn + (1 << o)

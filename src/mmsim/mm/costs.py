@@ -49,6 +49,13 @@ PATH_CYCLES: dict[str, tuple[int, int]] = {
     # add_to_free_list[_tail], page_reporting_notify_free (~30): ~80 at an IPC of ~1. estimate
     # (plausible 50-110; was 60 before issue 19's count); struct page lines are charged apart.
     "__free_one_page": (80, 80),
+    # one split level of expand() (v6.6 mm/page_alloc.c), instructions counted from the code: the loop's
+    # high--, size >>= 1, compare and branch (~4), set_page_guard behind its static key (~2),
+    # add_to_free_list: the free_area address (~4), list_add on the type's list (~6), nr_free++ (~2);
+    # set_buddy_order: set_page_private and __SetPageBuddy (~4): ~22 at an IPC of ~1. estimate (plausible
+    # 15-35); its lines are charged apart (mm/buddy.py). docs/validation-paths.md, session 30: until then a
+    # split level cost no instructions while a merge level cost 40.
+    "expand/level": (22, 22),
     # one merge level of __free_one_page (v6.6): find_buddy_page_pfn + page_is_buddy (~15), the
     # pageblock_order test, page_is_guard, del_page_from_free_list (~15), combined_pfn (~5): ~40. estimate
     "__free_one_page/merge": (40, 40),

@@ -245,6 +245,7 @@ class PageAllocator(BuddyLists):
         self._zone_starts = [z.start_pfn for z in self.zones]
         self._pcp_path = path("rmqueue_pcplist", self._freq)
         self._cs = 0.0  # line-transfer ns accumulated inside the current critical section
+        self.splits = 0  # expand() levels split since the last section was charged (_split_path)
         self.lines = 0  # struct page line accesses charged through _line / _tails (for tests)
         self.zone_lines = 0  # zone->free_area / vm_stat line accesses charged through _lines_op (for tests)
         # NR_FREE_PAGES: each CPU's vm_stat_diff per zone, the zones' stat_threshold, the global
@@ -371,7 +372,7 @@ class PageAllocator(BuddyLists):
             got = self._rmqueue(z, cpu, order, mt)
             if got is not None:
                 self._mod_free_pages(z, cpu, -(1 << order))  # rmqueue_buddy: __mod_zone_freepage_state
-            ns, ins = path("__rmqueue", self._freq)
+            ns, ins = self._split_path(1)
             yield self._charge_cs(cpu, "__rmqueue", ns, ins)
             z.lock.release(task)
             c.vm[cpu][ZONE_ALLOC_PAGES] += 1 << order
@@ -400,8 +401,8 @@ class PageAllocator(BuddyLists):
             lst.appendleft(got)  # list_add_tail
             n += 1
         self._mod_free_pages(z, cpu, -(n << order))  # __mod_zone_page_state(NR_FREE_PAGES), under the lock
-        ns, ins = path("__rmqueue", self._freq)
-        yield self._charge_cs(cpu, "rmqueue_bulk", ns * n, ins * n)
+        ns, ins = self._split_path(n)
+        yield self._charge_cs(cpu, "rmqueue_bulk", ns, ins)
         z.lock.release(task)
         pcp.count += n << order
         v = self.counters.vm[cpu]
@@ -470,13 +471,13 @@ class PageAllocator(BuddyLists):
         ``__rmqueue`` at a time (its line state changes as in a simulated take; no cost is computed:
         ``BuddyLists._fn``). ``pfns``, if given,
         receives the first pfn of each block taken, in order."""
-        saved = self._cs
+        saved, splits = self._cs, self.splits
         self._fn = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
         try:
             self._take(node, order, count, cpu, pfns)
         finally:
             self._fn = None
-        self._cs = saved
+        self._cs, self.splits = saved, splits
         self.counters.vm[cpu][PGALLOC] += count << order
 
     def _take(self, node: int, order: int, count: int, cpu: int, pfns: list[int] | None) -> None:
@@ -517,13 +518,13 @@ class PageAllocator(BuddyLists):
     def take_owned_functional(self, node: int, order: int, owner: Any, cpu: int = 0) -> None:
         """:meth:`take_functional` of one block, remembered under ``owner`` for :meth:`free_owned`
         (a skipped fault's PTE table, which the unmap frees like a simulated one's)."""
-        saved = self._cs
+        saved, splits = self._cs, self.splits
         self._fn = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
         try:
             got = self._rmqueue(self._pick(node, order), cpu, order, MIGRATE_MOVABLE)
         finally:
             self._fn = None
-        self._cs = saved
+        self._cs, self.splits = saved, splits
         if got is None:
             raise MemoryError(f"node {node}: no free block of order {order} for a skipped fault")
         self.counters.vm[cpu][PGALLOC] += 1 << order
@@ -622,6 +623,15 @@ class PageAllocator(BuddyLists):
         v = self.counters.vm[cpu]
         v[PCP_DRAIN] += 1
         v[PCP_DRAIN_PAGES] += pages
+
+    def _split_path(self, blocks: int) -> tuple[int, int]:
+        """(ns, instructions) of ``blocks`` x ``__rmqueue`` and the ``expand()`` levels split since the last
+        charge (``splits``, counted by ``_rmqueue_smallest``; reset here)."""
+        ns, ins = path("__rmqueue", self._freq)
+        sns, sins = path("expand/level", self._freq)
+        levels = self.splits
+        self.splits = 0
+        return ns * blocks + sns * levels, ins * blocks + sins * levels
 
     def _free_path(self, blocks: int, levels: int) -> tuple[int, int]:
         ns, ins = path("__free_one_page", self._freq)
