@@ -260,7 +260,7 @@ def test_lock_suite_progress_events(monkeypatch: pytest.MonkeyPatch) -> None:
     from mmsim.native import locks
     from mmsim.progress import ProgressEvent, Steps
 
-    monkeypatch.setattr(locks, "locktorture_ops", lambda n: 1e6 * min(n, 36))  # no simulation: the events only
+    monkeypatch.setattr(locks, "locktorture_run", lambda n: (1e6 * min(n, 36), ""))  # no simulation: the events only
     seen: list[ProgressEvent] = []
     locks.validate_locks("tiny", native=False, progress=seen.append)
     n = len(locks.CNA_STOCK)
