@@ -143,7 +143,7 @@ class Level:
     def __init__(self, machine: Machine, name: str, random: bool = False) -> None:
         c = machine.cache(name)
         self.name = name
-        self.capacity = float(c.size_kib * 1024)
+        self.capacity = float(c.capacity_kib * 1024)
         # L2: indexed by address bits 6..14-16, inside a 4 KiB page's colour bits or a huge page, so a
         # contiguous working set below its size has no conflicts (Molka et al. 2015 and 7-cpu.com
         # measure flat L2 plateaus up to the size): exact LRU. The LLC's sets are spread by the slice
@@ -156,7 +156,7 @@ class Level:
         tpc = machine.sockets[0].threads_per_core
         cores_per = max(1, c.shared_by // tpc)
         inst = [(cpu % machine.ncores) // cores_per for cpu in range(machine.ncpus)]
-        self.caches = [SharedCache(c.size_kib * 1024, c.line_bytes, self.horizon) for _ in range(max(inst) + 1)]
+        self.caches = [SharedCache(c.capacity_kib * 1024, c.line_bytes, self.horizon) for _ in range(max(inst) + 1)]
         self.of_cpu = [self.caches[i] for i in inst]
 
     def p(self, d: np.ndarray) -> np.ndarray:

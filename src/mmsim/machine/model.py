@@ -37,13 +37,28 @@ class CacheLevel:
     line_bytes: int
     shared_by: int
     latency_ns: float
+    # The capacity the cores actually get, where it differs from what the kernel's cacheinfo reports
+    # (``size_kib``, /sys): a guest's share of a host's L3, measured by ``mmsim calibrate`` (docs/native.md,
+    # session 31). The cache model sizes the level by :attr:`capacity_kib`; the kernel's rules that read the
+    # cache size (the PCP free_high batch) keep ``size_kib``. None: the same as ``size_kib``.
+    effective_kib: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in ("L1d", "L2", "L3"):
             raise ValueError(f"CacheLevel.name must be one of L1d, L2, L3, got {self.name!r}")
         _positive(self, "size_kib", "ways", "line_bytes", "shared_by", "latency_ns")
+        if self.effective_kib is not None:
+            _positive(self, "effective_kib")
+            if self.effective_kib > self.size_kib:
+                raise ValueError(f"CacheLevel.effective_kib must be at most size_kib ({self.size_kib}), "
+                                 f"got {self.effective_kib}")
         if self.line_bytes & (self.line_bytes - 1):
             raise ValueError(f"CacheLevel.line_bytes must be a power of two, got {self.line_bytes}")
+
+    @property
+    def capacity_kib(self) -> int:
+        """The capacity the cache model uses: ``effective_kib`` where measured, else ``size_kib``."""
+        return self.effective_kib if self.effective_kib is not None else self.size_kib
 
 
 @dataclass(frozen=True)

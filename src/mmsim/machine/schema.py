@@ -100,6 +100,7 @@ class CacheSpec(_Strict):
     line_bytes: LineBytes
     shared_by: SharedBy
     latency_ns: Ns
+    effective_kib: SizeKiB | None = None  # the capacity the cores get (calibrate, a guest's L3); <= size_kib
 
 
 class NodeSpec(_Strict):

@@ -51,7 +51,8 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
         "description": m.description,
         "freq_ghz": m.freq_ghz,
         "sockets": [_plain(s) for s in m.sockets],
-        "caches": [_plain(c) for c in m.caches],
+        # effective_kib only where measured (calibrate on a guest), so the presets' files do not change
+        "caches": [{k: v for k, v in _plain(c).items() if not (k == "effective_kib" and v is None)} for c in m.caches],
         "nodes": [_plain(n) for n in m.nodes],
         "distances": [list(r) for r in m.distances],
         "cost": cost,

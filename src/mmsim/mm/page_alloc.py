@@ -176,7 +176,7 @@ class PageAllocator(BuddyLists):
         self._l2c = self.cache.l2.of_cpu
         self._l3c = self.cache.llc.of_cpu
         self._engine = system.engine
-        self._l1_bytes = float(m.cache("L1d").size_kib * 1024)
+        self._l1_bytes = float(m.cache("L1d").capacity_kib * 1024)
         self._lat2 = float(m.cache("L2").latency_ns)
         self._lat3 = float(m.cache("L3").latency_ns)
         self._mem_ns = m.mem_latency_ns
@@ -196,7 +196,7 @@ class PageAllocator(BuddyLists):
         cap = size_bytes(pol("pcp_batch_cap"))
         batch_set = pol("pcp_batch")  # "auto", or pages: pcp->batch as set by hand
         # struct page lines whose last writer is remembered: as many blocks as the LLC holds pages.
-        owner_cap = m.cache("L3").size_kib * 1024 // PAGE_SIZE
+        owner_cap = m.cache("L3").capacity_kib * 1024 // PAGE_SIZE
         self.zones: list[Zone] = []
         start = 0
         for n in m.nodes:

@@ -99,12 +99,12 @@ def struct_page_ns(s: Any, cpu: int, reuse_bytes: int) -> float:
     lv: tuple[int, int, float] | None = getattr(s, "struct_page_levels", None)
     if lv is None:  # the machine's L2 size, L3 size (-1: none) and L3 latency, looked up once per run
         try:
-            l2 = m.cache("L2").size_kib * 1024
+            l2 = m.cache("L2").capacity_kib * 1024
         except KeyError:
             l2 = 0
         try:
             l3 = m.cache("L3")
-            lv = (l2, l3.size_kib * 1024, float(l3.latency_ns))
+            lv = (l2, l3.capacity_kib * 1024, float(l3.latency_ns))
         except KeyError:
             lv = (l2, -1, 0.0)
         s.struct_page_levels = lv

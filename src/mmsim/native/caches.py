@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmsim.native.primitives import simulated_chase_ns
+from mmsim.native.primitives import chase_sizes, simulated_chase_ns
 from mmsim.report.tables import Doc
 
 TOL_LATENCY_PCT = 20.0
@@ -61,9 +61,9 @@ def chase_rows(label: str, m: Any, native: bool) -> list[dict[str, Any]]:
     if native:
         from mmsim.native import microbench as mb
 
-        llc = m.caches[-1].size_kib * 1024
-        sizes = {"L1d": m.caches[0].size_kib * 512, "L2": m.cache("L2").size_kib * 512, "LLC": llc // 4,
-                 "DRAM": max(256 << 20, 8 * llc)}
+        plateau = chase_sizes(m)
+        sizes = {"L1d": plateau["L1d"], "L2": plateau["L2"], "LLC": plateau[m.caches[-1].name],
+                 "DRAM": plateau["DRAM"]}
         for name, nbytes in sizes.items():
             st = mb.chase_ns(nbytes)
             if st is None or not st.usable:

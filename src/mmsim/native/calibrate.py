@@ -93,6 +93,9 @@ FAULT_PATHS = ("handle_mm_fault", "lock_vma_under_rcu", "do_anonymous_page", "rm
 READ_FAULT_PATHS = ("handle_mm_fault", "lock_vma_under_rcu", "do_anonymous_page/zero")
 BUSY_LOAD_PER_CPU = 0.5  # a load average above this per CPU means other work competed for the CPUs
 DRAM_CHASE_MIN = 256 << 20  # bytes: DRAM pointer chase at least this, and 8 x the LLC
+# The L3 sweep (docs/native.md, session 31): fewer loads per size than the plateau chases (~4 s for the sweep)
+SWEEP_SAMPLES = 11
+SWEEP_LOADS = 300_000
 
 
 def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -143,8 +146,15 @@ def measure(log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     log("pointer-chase latency per cache level and DRAM")
     out["chase_ns"] = {}
     for name, nbytes in _chase_sizes(machine).items():
+        if name == "L3":
+            continue  # from the sweep below (build_machine picks the point on the measured plateau)
         st = mb.chase_ns(nbytes)
         out["chase_ns"][name] = {"bytes": nbytes, **(st.as_dict() if st else {})} if st else None
+    log("the L3 this host's cores get: pointer chase from the L2's size to the L3's")
+    out["l3_sweep"] = []
+    for nbytes in l3_sweep_sizes(machine):
+        st = mb.chase_ns(nbytes, SWEEP_SAMPLES, SWEEP_LOADS)
+        out["l3_sweep"].append({"bytes": nbytes, **(st.as_dict() if st else {})} if st else None)
     log("usemem's loop with its data cached (issue width)")
     out["passes"]["usemem_word_ns"] = usemem_word_passes()
     for k, v in out["passes"].items():  # each figure is its fastest pass; the passes show the spread
@@ -172,11 +182,52 @@ def _passes(raw: dict[str, Any], key: str, unit: str = "ns") -> str:
 
 
 def _chase_sizes(m: Machine) -> dict[str, int]:
-    """Working-set sizes whose chase sits on each level's plateau: half of each cache, and DRAM."""
-    # half of each private level; a quarter of the LLC, which other cores (other guests, on a VM) share
-    sizes = {c.name: c.size_kib * 1024 // (4 if c.name == "L3" else 2) for c in m.caches}
+    """Working-set sizes whose chase sits on each level's plateau (``native/primitives.py chase_sizes``: half
+    of each private level, the LLC's plateau rule), and DRAM: 8 x the reported L3, at least 256 MiB."""
+    from mmsim.native.primitives import chase_sizes
+
+    sizes = chase_sizes(m)
     sizes["DRAM"] = max(DRAM_CHASE_MIN, 8 * m.cache("L3").size_kib * 1024)
     return sizes
+
+
+def l3_sweep_sizes(m: Machine) -> list[int]:
+    """The L3 sweep's working sets: from the L2's size up to the reported L3 size, in steps of sqrt(2),
+    whole 4 KiB pages (docs/native.md, session 31)."""
+    lo, hi = m.cache("L2").size_kib * 1024, m.cache("L3").size_kib * 1024
+    out: list[int] = []
+    k = 0
+    while True:
+        n = min(hi, int(lo * 2 ** (k / 2)) // 4096 * 4096)
+        out.append(n)
+        if n >= hi:
+            return out
+        k += 1
+
+
+def l3_knee(sweep: list[Any], dram: Any) -> tuple[int | None, str]:
+    """The effective L3 capacity from the sweep (bytes), or None, and how it was found: a size *fits* when its
+    median is below the midpoint between the sweep's lowest median (the L3 plateau) and the DRAM chase's
+    median; the capacity is the largest size of the unbroken run of fitting sizes from the first one (a lower
+    bound: the knee lies below the next size)."""
+    pts = [p for p in sweep if _usable(p)]
+    if not _usable(dram) or not pts or len(pts) != len(sweep):
+        return None, "a chase of the sweep or the DRAM chase failed or was too noisy"
+    plateau = min(p["median"] for p in pts)
+    mid = (plateau + dram["median"]) / 2
+    if plateau >= dram["median"]:
+        return None, f"no sweep size is faster than DRAM ({dram['median']:.1f} ns)"
+    eff = None
+    for p in pts:
+        if p["median"] >= mid:
+            break
+        eff = p["bytes"]
+    curve = ", ".join(f"{p['bytes'] / (1 << 20):.2f} MiB {p['median']:.1f}" for p in pts)
+    how = (f"pointer chase (median ns per load, {SWEEP_SAMPLES} x {SWEEP_LOADS:,} loads): {curve}; fits below "
+           f"{mid:.1f} ns, the midpoint of the plateau {plateau:.1f} and DRAM {dram['median']:.1f}")
+    if eff is None:
+        return None, f"the first size does not fit: {how}"
+    return eff, how
 
 
 def _usable(d: Any) -> bool:
@@ -439,7 +490,11 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
         keep("wakeup_ns", why)
     _wake_ipi(raw.get("wake_cost_ns"), m.freq_ghz, cost, src, keep, meas)
     sources = dict(m.sources)
-    caches = _measured_caches(m, raw.get("chase_ns") or {}, notes, meas, sources, previous)
+    chase = dict(raw.get("chase_ns") or {})
+    eff = _effective_l3(m, raw, chase, notes, meas, sources, previous)
+    caches = _measured_caches(m, chase, notes, meas, sources, previous)
+    if eff is not None:
+        caches = tuple(dataclasses.replace(c, effective_kib=eff >> 10) if c.name == "L3" else c for c in caches)
     load = max(raw.get("loadavg_before", 0.0), raw.get("loadavg_after", 0.0))
     if load > BUSY_LOAD_PER_CPU * m.ncpus:
         notes.append(f"host busy while measuring (load average {load:.1f} on {m.ncpus} CPUs): the minima "
@@ -477,6 +532,42 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
         nodes=nodes, caches=caches, cost=CostModel(**cost, sources=src), sources=sources,
     )
     return out, notes
+
+
+def _effective_l3(m: Machine, raw: dict[str, Any], chase: dict[str, Any], notes: list[str],
+                  meas: Callable[[str], str], sources: dict[str, str], previous: Machine | None = None) -> int | None:
+    """From ``raw["l3_sweep"]`` (when measured): the L3 capacity the cores get (bytes, when below the reported
+    size; else None), and the sweep point on its plateau as ``chase["L3"]`` (``primitives.llc_chase_bytes`` of
+    the machine with that capacity: always a sweep size). When the sweep gives no capacity, the ``previous``
+    calibration's, where it measured one (its L3 latency, kept with it by :func:`_measured_caches`, was read
+    on that capacity's plateau)."""
+    from mmsim.native.primitives import llc_chase_bytes
+
+    sweep = raw.get("l3_sweep")
+    if sweep is None:  # an older raw record: its L3 chase, if any, stands as measured
+        return None
+    l3 = m.cache("L3")
+    eff, how = l3_knee(sweep, chase.get("DRAM"))
+    if eff is None:
+        chase["L3"] = None
+        old = previous.sources.get("caches.L3.effective_kib", "") if previous is not None else ""
+        pe = previous.cache("L3").effective_kib if previous is not None else None
+        if pe is not None and _measured(old):
+            sources["caches.L3.effective_kib"] = _kept_source(f"L3 sweep: {how}", old)
+            notes.append(f"caches L3 effective_kib: not measured ({how}); the previous calibration's "
+                         f"measurement {pe} KiB kept")
+            return pe << 10
+        notes.append(f"caches L3 effective_kib: not measured ({how}); the reported {l3.size_kib} KiB used")
+        return None
+    probe = dataclasses.replace(m, caches=tuple(
+        dataclasses.replace(c, effective_kib=min(eff >> 10, c.size_kib)) if c.name == "L3" else c for c in m.caches))
+    at = llc_chase_bytes(probe)
+    chase["L3"] = max((p for p in sweep if p and p["bytes"] <= at), key=lambda p: p["bytes"], default=None)
+    if eff >= l3.size_kib * 1024:
+        sources["caches.L3.effective_kib"] = meas(f"the whole reported L3 fits: {how}")
+        return None
+    sources["caches.L3.effective_kib"] = meas(f"{eff >> 10} KiB, the largest size that fits: {how}")
+    return eff
 
 
 def _measured_caches(m: Machine, chase: dict[str, Any], notes: list[str], meas: Callable[[str], str],

@@ -106,7 +106,7 @@ def simulated_chase_ns(m: Machine, nbytes: int, cpu: int = 0, node: int | None =
     (:class:`mmsim.machine.hierarchy.CacheHierarchy`), each level at its latency."""
     node = m.cpu_node(0) if node is None else node
     l1 = m.caches[0]
-    if nbytes <= l1.size_kib * 1024:
+    if nbytes <= l1.capacity_kib * 1024:
         return float(l1.latency_ns)
     cm = CacheHierarchy(m, Counters(m.ncpus))
     n = max(1, nbytes // SUBPAGE)
@@ -138,11 +138,21 @@ def simulated_bw_gbs(m: Machine, streams: int) -> float:
     return sum(STREAM_BYTES / e for e in bw.ends(0))  # all started together: their shared ends
 
 
+def llc_chase_bytes(m: Machine) -> int:
+    """The LLC's plateau working set: a quarter of its capacity C (other cores' lines share it), but never
+    inside the L2 (a cyclic chase over the L2's size or less hits there) nor past C: ``min(C, max(2 x L2,
+    C / 4))``. C is the capacity the cores get (:attr:`CacheLevel.capacity_kib`: a guest's measured share,
+    docs/native.md session 31)."""
+    c = m.caches[-1].capacity_kib * 1024
+    return min(c, max(2 * m.cache("L2").capacity_kib * 1024, c // 4))
+
+
 def chase_sizes(m: Machine, dram_factor: int = 8) -> dict[str, int]:
-    """Plateau working sets: half of each private level, a quarter of the LLC, and ``dram_factor`` x
-    the LLC (at least 256 MiB) for DRAM. The model's LLC is exact LRU, so the simulated chase needs
-    only 2x; a real LLC (other cores' lines, imperfect replacement) needs more."""
-    sizes = {c.name: c.size_kib * 1024 // (4 if c is m.caches[-1] else 2) for c in m.caches}
+    """Plateau working sets: half of each private level, the LLC's :func:`llc_chase_bytes`, and
+    ``dram_factor`` x the LLC's reported size (at least 256 MiB) for DRAM. The model's LLC is exact LRU, so
+    the simulated chase needs only 2x; a real LLC (other cores' lines, imperfect replacement) needs more."""
+    sizes = {c.name: c.capacity_kib * 1024 // 2 for c in m.caches}
+    sizes[m.caches[-1].name] = llc_chase_bytes(m)
     sizes["DRAM"] = max(256 << 20, dram_factor * m.caches[-1].size_kib * 1024)
     return sizes
 

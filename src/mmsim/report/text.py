@@ -322,7 +322,8 @@ def _distances(m: Machine) -> str:
 def _caches_table(m: Machine) -> Table:
     t = Table(["level", "size KiB", "ways", "line B", "shared by CPUs", "latency ns"], title="Caches:")
     t.rows = [
-        [c.name, fmt_num(c.size_kib), str(c.ways), str(c.line_bytes), str(c.shared_by), fmt_num(c.latency_ns)]
+        [c.name, fmt_num(c.size_kib) + (f" (effective {fmt_num(c.effective_kib)})" if c.effective_kib else ""),
+         str(c.ways), str(c.line_bytes), str(c.shared_by), fmt_num(c.latency_ns)]
         for c in m.caches
     ]
     return t
