@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -407,6 +408,10 @@ def test_validate_calibrates_again_before_each_case_on_a_calibration_file(
     def fake_calibrate(out: Path) -> dict[str, str]:
         assert Path(out).read_text() == given.read_text()  # a copy of the given file, then measured into
         calls.append(Path(out))
+        if Path(out).name == "host-case1.yaml":  # this calibration found a 512 KiB L3 share (session 31)
+            t = get_machine("tiny")
+            yamlio.save_machine(dataclasses.replace(t, caches=tuple(
+                dataclasses.replace(c, effective_kib=512) if c.name == "L3" else c for c in t.caches)), out)
         return {"path": str(out)}
 
     monkeypatch.setattr(cal, "calibrate", fake_calibrate)
@@ -420,6 +425,9 @@ def test_validate_calibrates_again_before_each_case_on_a_calibration_file(
         assert r["calibrated_before_case"] is True
         assert (r["simulated"], r["error_pct"], r["ok"]) == (240.0, 20.0, True)
         assert (r["simulated_calibrated"], r["error_pct_calibrated"]) == (150.0, -25.0)
+    assert [r["l3_effective_kib"] for r in rows] == [None, 512]
+    assert "L3 share at the calibration before the case: 512 KiB" in rows[1]["note"]
+    assert "L3 share" not in rows[0]["note"]
     calls.clear()
     (r, _) = val.validate(str(given), calibrate_each=False)
     assert calls == [] and r["calibrated_before_case"] is False and r["error_pct"] == -25.0

@@ -382,6 +382,7 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
             if placed:
                 sim = _simulate(c, placed, kernel)
     err = _error(sim, nat)
+    l3 = _l3_share(at)
     return {
         "suite": "native", "quantity": c.name, "reference": nat.value,
         "source": (f"native run on this host (each task's fastest {_round(c)}, fastest of {repeats} runs)"
@@ -398,8 +399,22 @@ def _case_row(c: Case, machine: str, kernel: str, repeats: int, log: Callable[[s
         "calibrated_before_case": at is not None,
         "simulated_before_case": before.value if placed else None,
         "placement": nat.placement, "placements": nat.placements or None,
-        "note": "; ".join(n for n in (nat.note, sim.note, _placement_note(nat, before, placed)) if n),
+        "l3_effective_kib": l3,
+        "note": "; ".join(n for n in (nat.note, sim.note, _placement_note(nat, before, placed),
+                                      f"L3 share at the calibration before the case: {l3:,} KiB" if l3 else "") if n),
     }
+
+
+def _l3_share(at: str | None) -> int | None:
+    """The L3 capacity the calibration ``at`` measured (``effective_kib``, docs/native.md session 31), or None."""
+    if not at:
+        return None
+    from mmsim.machine import get_machine
+
+    try:
+        return get_machine(at).cache("L3").effective_kib
+    except (UserError, KeyError):
+        return None
 
 
 def _placement_note(nat: Side, before: Side, placed: str | None) -> str:
