@@ -321,6 +321,7 @@ def run_cmd(
     spec = RunSpec(**kwargs)
     view = ProgressView(f"run {workload}", progress)
     with cli_workflow.guard_limits(max_events, max_memory, force), view:
+        cli_workflow.check_repeats(repeat, spec.seed, f"run {workload}", "-r/--repeat")
         results = run_repeated(spec, repeat, cli_workflow._store(store, no_store), view.hook)
     dicts = [r.to_dict() for r in results]
     if csv_sep is not None:
@@ -363,12 +364,14 @@ def reproduce_cmd(
     from mmsim.experiments.reproduce import reproduce
     from mmsim.report.text import format_outcomes
 
-    st = cli_workflow._store(store, no_store)
     view = ProgressView("reproduce", progress)
     extra: dict[str, Any] = {"exact": True} if exact else {}
     if workers is not None:
         extra["workers"] = workers
     with cli_workflow.guard_limits(max_events, max_memory, force), view:
+        cli_workflow.check_seeds(seed, 1, "--seed", seed, "one seed")
+        cli_workflow.check_workers(workers)
+        st = cli_workflow._store(store, no_store)
         if st is not None:
             st.count()  # a bad --store fails before anything runs
         results = reproduce(ids or None, seed, st, view.hook, **extra)
@@ -382,6 +385,14 @@ def reproduce_cmd(
 
 
 # -- entry point ---------------------------------------------------------------------
+
+
+MAX_TOKEN_CHARS = 120  # a usage error quotes at most this much of one word (click echoes a value whole)
+
+
+def _clip(message: str) -> str:
+    """``message`` with each word longer than :data:`MAX_TOKEN_CHARS` cut (``mmsim completion <5000 x>``)."""
+    return " ".join(w if len(w) <= MAX_TOKEN_CHARS else w[: MAX_TOKEN_CHARS - 3] + "..." for w in message.split())
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -460,7 +471,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except typer.TyperException as e:
         # typer >= 0.29 vendors click: every usage error (bad option, missing
         # argument, bad value) derives from the public TyperException.
-        return _fail(e.format_message() or "COMMAND: missing; allowed: one of the commands listed above")
+        return _fail(_clip(e.format_message()) or "COMMAND: missing; allowed: one of the commands listed above")
     except typer.Abort:
         return _fail("aborted", 130)
     return rv if isinstance(rv, int) else 0

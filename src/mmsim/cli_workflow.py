@@ -8,6 +8,8 @@ calls one library function (:mod:`mmsim.experiments.compare`, ``sweep``,
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -66,7 +68,163 @@ def guard_limits(max_events: str | None, max_memory: str | None, force: bool) ->
 def _store(path: str | None, no_store: bool) -> Store | None:
     from mmsim.results.store import Store
 
-    return None if no_store else Store(path)
+    if no_store:
+        return None
+    st = Store(path)
+    check_store_path(st.path, field="--store" if path or not os.environ.get("MMSIM_RESULTS") else "$MMSIM_RESULTS")
+    return st
+
+
+def _name_max(directory: Path) -> int:
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_store_path(path: Path, write: bool = True, field: str = "--store") -> None:
+    """A results store path that can be used, checked before anything runs and creating nothing: an existing
+    regular file or (``write``) a new one whose nearest existing directory is writable and whose names fit the
+    file system, the lock file's (PATH.lock) included. Before, a name too long was a traceback, and a store
+    under a regular file or with a name too long for its lock file failed only once the first run had been
+    simulated."""
+    text = str(path)
+
+    def bad(why: str) -> UserError:
+        return UserError(field, text, f"a results file path ({why})")
+
+    if "\x00" in text:
+        raise bad("without NUL bytes")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # ENAMETOOLONG, ENOTDIR (a file used as a directory), ELOOP, EACCES
+        raise bad(e.strerror or type(e).__name__) from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(field, text, "a regular file (a DuckDB results file), not "
+                            + ("a directory" if stat.S_ISDIR(st.st_mode) else "a device or special file"))
+        return
+    if not write:
+        return  # reading a store that does not exist: no runs
+    names = [path.name + ".lock", path.name]
+    parent = path.parent
+    while True:  # the directories the store will create, up to the nearest existing one
+        try:
+            pst = os.stat(parent)
+            break
+        except FileNotFoundError:
+            if parent == parent.parent:
+                raise bad("no existing directory above it") from None
+            names.append(parent.name)
+            parent = parent.parent
+        except OSError as e:
+            raise bad(e.strerror or type(e).__name__) from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise bad(f"{parent} is not a directory")
+    most = _name_max(parent)
+    if any(len(os.fsencode(n)) > most for n in names):
+        raise bad(f"File name too long: at most {most} bytes per name, {most - 5} for the file itself "
+                  "(its lock file adds .lock)")
+    if not os.access(parent, os.W_OK):  # as Store.check() words it for an existing store
+        raise UserError(field, text, f"a results file in a writable place ({parent} is read-only: results "
+                        "can be listed and exported, not added)")
+
+
+def check_output(path: Path, option: str = "--output") -> None:
+    """A file a command writes (PATH.tmp, then renamed to PATH), checked before any work and creating nothing:
+    new or a regular file, in an existing writable directory, its name (with .tmp) fitting the file system.
+    Before, a directory, a name too long or a missing directory was a traceback after the work was done."""
+    text = str(path)
+
+    def bad(why: str) -> UserError:
+        return UserError(option, text, f"a writable file path ({why})")
+
+    if "\x00" in text:
+        raise bad("without NUL bytes")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise bad(e.strerror or type(e).__name__) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise bad("it is a directory" if stat.S_ISDIR(st.st_mode) else "it is not a regular file")
+    parent = path.parent
+    try:
+        pst = os.stat(parent)
+    except OSError as e:
+        raise bad(f"directory {parent}: {e.strerror or type(e).__name__}") from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise bad(f"{parent} is not a directory")
+    most = _name_max(parent)
+    if len(os.fsencode(path.name + ".tmp")) > most:
+        raise bad(f"File name too long: a name of at most {most - 4} bytes (it is written as NAME.tmp first)")
+    if not os.access(parent, os.W_OK):
+        raise bad(f"directory {parent} is not writable")
+
+
+@contextmanager
+def _writing(path: Path, option: str = "--output") -> Iterator[None]:
+    """An OSError on ``path`` or its PATH.tmp that :func:`check_output` could not foresee (``/proc/x.html``
+    looks writable to root) is one line, and the temporary file is removed."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None or str(e.filename) not in (str(path), str(tmp)):
+            raise
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise UserError(option, str(path), f"a writable file path ({e.strerror or type(e).__name__})") from None
+
+
+MAX_SEED = (1 << 63) - 1  # the results store keeps a run's seed as a BIGINT
+MAX_WORKERS = 8192  # no host has more CPUs (machine/yamlio.py MAX_CPUS, x86-64 NR_CPUS_RANGE_END)
+
+
+def check_seeds(seed: int, n: int, runs_option: str, runs: int, what: str) -> None:
+    """The ``n`` seeds seed .. seed+n-1 a command may run fit the store's 64-bit seed column (``runs``: the
+    value of ``runs_option``, which sets ``n``; ``what`` says so). Before, --seed 2^63 ran, then failed as a
+    "damaged" store (exit 1), the run lost."""
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("--seed", seed, "an integer from 0 to 2^63-1")
+    if seed + n - 1 <= MAX_SEED:
+        return
+    if n - 1 <= MAX_SEED:  # a smaller --seed would do
+        raise UserError("--seed", seed, f"an integer from 0 to {MAX_SEED - n + 1} ({what}, each at most 2^63-1)")
+    raise UserError(runs_option, runs, f"at most 2^63 ({what}, each at most 2^63-1)")
+
+
+def check_workers(workers: int | None) -> None:
+    """``--workers`` within what a host can run: at most :data:`MAX_WORKERS`, and (unless --force) as many
+    worker processes as the --max-memory limit holds at the guard's :data:`~mmsim.experiments.guard.BASE_RSS`
+    each. Before, --workers 10^40 went to the process pool or a Dask LocalCluster as it was."""
+    from mmsim.experiments import guard
+
+    if workers is None or workers < 1:
+        return  # < 1: the executor's own check names it
+    lim = guard.limits()
+    most = MAX_WORKERS if lim.force else max(1, min(MAX_WORKERS, lim.max_memory // guard.BASE_RSS))
+    if workers > most:
+        why = ("" if lim.force else f"each worker process takes at least {guard.BASE_RSS >> 20} MiB, within "
+               f"--max-memory SIZE or ${guard.ENV_MEMORY}; --force to allow up to {MAX_WORKERS}")
+        raise UserError("--workers", workers, f"an integer from 1 to {most}" + (f" ({why})" if why else ""))
+
+
+def check_repeats(runs: int, seed: int, what: str, runs_option: str) -> None:
+    """``run -r N``: the N results held in memory within --max-memory (as sweep and compare check their
+    grids), before N specs are built, and their seeds. Before, -r 99999999999 hung building the specs."""
+    from mmsim.experiments import guard
+
+    if runs < 1:
+        raise UserError(runs_option, runs, "an integer >= 1")
+    if runs > 1:
+        guard.check_grid(runs, what)
+    check_seeds(seed, runs, runs_option, runs, f"-r {runs} runs seeds --seed .. --seed+{runs - 1}")
 
 
 def _progress(enabled: bool | None, label: str, hold_first_batch: bool = False,
@@ -164,6 +322,8 @@ def compare_cmd(
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"compare {workload}")
     with guard_limits(max_events, max_memory, force), bar:
+        check_seeds(seed, max(runs, 1), "-r/--runs", runs, f"-r {runs} runs seeds --seed .. --seed+{runs - 1}")
+        check_workers(workers)
         c = compare(workload, list(kernel), machine, params, policies, runs, seed, executor, workers, scheduler,
                     _store(store, no_store), fresh, cb, noise)
     d = c.to_dict()
@@ -210,6 +370,8 @@ def sweep_cmd(
     params, policies = _assign("-p/--param", param), _assign("--set", set_)
     bar, cb = _progress(progress, f"sweep {workload}", hold_first_batch=bool(metric))  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
+        check_seeds(seed, max(runs, 1), "-r/--runs", runs, f"-r {runs} runs seeds --seed .. --seed+{runs - 1}")
+        check_workers(workers)
         s = sweep(workload, params, kernel, machine, policies, runs, seed, executor, workers, scheduler,
                   _store(store, no_store), fresh, cb, noise)
         d = s.to_dict()
@@ -265,6 +427,10 @@ def bisect_cmd(
         raise UserError("--good/--bad", f"{good}/{bad}", "both --good and --bad, or --series FILE")
     bar, cb = _progress(progress, f"bisect {workload}", hold_first_batch=True)  # --metric is checked then
     with guard_limits(max_events, max_memory, force), bar:
+        n = max(1, runs, max_runs or 3 * runs)  # as bisect() resolves --max-runs
+        check_seeds(seed, n, "--max-runs" if max_runs else "-r/--runs", max_runs or runs,
+                    f"a step runs up to {n} seeds from --seed: --max-runs, default 3 x -r")
+        check_workers(workers)
         b = bisect(workload, ser, metric, threshold, machine, _assign("-p/--param", param), runs, max_runs,
                    max_stddev, max_spread, seed, executor, workers, scheduler, _store(store, no_store), cb, noise)
     d = b.to_dict()
@@ -293,6 +459,7 @@ def results_list_cmd(
     if limit < 1:
         raise UserError("--limit", limit, "an integer >= 1")
     st = Store(store)
+    check_store_path(st.path, write=False)
     filters: dict[str, Any] = {"workload": workload, "machine": machine, "kernel": kernel}
     if metric:
         df = st.metrics(metric=metric, **filters)
@@ -324,9 +491,14 @@ def results_export_cmd(
 ) -> None:
     """Export the stored runs and their metrics to CSV or Parquet."""
     import mmsim.results
+    from mmsim.results.store import Store
 
-    n = mmsim.results.export(output, store, metric=metric, wide=not long, workload=workload, machine=machine,
-                             kernel=kernel)
+    if output.suffix in (".csv", ".parquet"):  # else the library's own error names the suffixes
+        check_output(output)
+    check_store_path(Store(store).path, write=False)
+    with _writing(output):
+        n = mmsim.results.export(output, store, metric=metric, wide=not long, workload=workload, machine=machine,
+                                 kernel=kernel)
     _emit([f"wrote {n} row(s) to {output}"])
 
 
@@ -342,10 +514,22 @@ def results_import_cmd(
     store: StoreOpt = None,
 ) -> None:
     """Load the runs a failed store write saved to a side file (.jsonl) into the store."""
+    from mmsim import inputs
     from mmsim.results.store import Store, load_spilled
 
-    runs = load_spilled(file)
+    what = "a side file of unsaved runs"
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        mode = None  # load_spilled names the cause
+    if mode is not None and not stat.S_ISREG(mode):  # /dev/zero, a FIFO: read_text() would never return
+        raise UserError("FILE", str(file), f"{what} (a regular file, not {inputs.kind_of(mode)})")
+    try:
+        runs = load_spilled(file)
+    except (UnicodeDecodeError, RecursionError):
+        raise UserError("FILE", str(file), f"{what}: JSON lines in UTF-8, as mmsim writes them") from None
     st = Store(store)
+    check_store_path(st.path)
     st.check(len(runs))
     added = st.add(runs)
     _emit([f"imported {added} new run(s) from {file} into {st.path} ({len(runs) - added} already stored)"])
@@ -387,6 +571,7 @@ def plot_cmd(
     from mmsim.report import plots
 
     plots.check_output(output)
+    check_output(output)
     with _rendering(got):
         if kind == "scaling":
             fig = plots.scaling(data, metric, x)
@@ -394,7 +579,8 @@ def plot_cmd(
             fig = plots.profile(data)
         else:
             fig = plots.lock_waits(data)
-    plots.save(fig, output)
+    with _writing(output):
+        plots.save(fig, output)
     _emit([f"wrote {output}"])
 
 
@@ -409,6 +595,7 @@ def report_cmd(
 
     if output.suffix not in (".html", ".htm"):
         raise UserError("--output", str(output), "a file name ending in .html")
+    check_output(output)
     from mmsim.report import schema
 
     data = _load_json(input_)
@@ -416,6 +603,7 @@ def report_cmd(
     with _rendering(got):
         page = html.report(data)
     tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(page)
-    tmp.replace(output)
+    with _writing(output):
+        tmp.write_text(page)
+        tmp.replace(output)
     _emit([f"wrote {output} ({len(page):,} bytes)"])

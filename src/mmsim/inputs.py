@@ -58,7 +58,8 @@ def _size_text(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def _kind_of(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a non-regular file is ("a directory", "a FIFO", ...), for an error message."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
         if test(mode):
@@ -81,7 +82,7 @@ def read_text(path: str | Path, field: str, what: str, limit: int) -> str:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UserError(field, _kind_of(st.st_mode), f"{what} (a regular file)")
+            raise UserError(field, kind_of(st.st_mode), f"{what} (a regular file)")
         if st.st_size > limit:
             raise UserError(field, f"{st.st_size:,} bytes", f"{what} of at most {_size_text(limit)}")
         chunks: list[bytes] = []

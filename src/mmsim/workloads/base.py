@@ -83,14 +83,16 @@ def resolve_params(w: Workload, given: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v.default for k, v in w.params.items()}
     for k, v in given.items():
         info = w.params.get(k)
-        if info is None:
-            raise UserError(f"-p {k}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
+        if info is None:  # the name as typed, cut like a value (-p <5000 characters>=1)
+            name = k if len(k) <= MAX_NAME_CHARS else k[: MAX_NAME_CHARS - 3] + "..."
+            raise UserError(f"-p {name}", v, f"parameters of {w.name}: " + ", ".join(sorted(w.params)))
         out[k] = parse_param(f"-p {k}", info, v)
     return out
 
 
 MAX_PARAM = (1 << 63) - 1  # the benchmarks read their options into a C long (strtol, atol)
 MAX_PARAM_CHARS = 200
+MAX_NAME_CHARS = 80  # an unknown -p name is quoted at most this long, as errors.MAX_VALUE_CHARS cuts values
 
 
 def parse_param(field: str, info: ParamInfo, v: str) -> Any:
@@ -105,6 +107,8 @@ def parse_param(field: str, info: ParamInfo, v: str) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         raise UserError(field, v, f"{info.allowed}, finite")
     if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_PARAM:
+        raise UserError(field, v, f"{info.allowed}, at most 2^63-1")
+    if isinstance(x, str) and x.isdigit() and int(x) > MAX_PARAM:  # a count kept as text (nr_task: 8 or 50%)
         raise UserError(field, v, f"{info.allowed}, at most 2^63-1")
     return x
 
