@@ -39,7 +39,8 @@ def test_kernels_lists_kernels_and_patches(capsys: Cap) -> None:
     # + 8 per-VMA lock patches (issue 22) + 3917c80280c9 (v5.8, issue 15's THP COW split)
     # + the wait_lock wake-ups' move to after the unlock (1329ce6fbbe4, 133e89ef5ef3; session 27)
     # + the zone->flags loads (1c30844d2dfe, dcdfdd40fa82, c49c2c47dab6; session 28)
-    assert "  v6.7              v6.7        53  Linux v6.7" in out
+    # + the per-thread vma cache (615d6e8756c8, v3.15; session 31)
+    assert "  v6.7              v6.7        54  Linux v6.7" in out
     assert "  e009bb30c8df                v3.13  mm: implement split page table lock for PMD level" in out
     assert "-> pmd_ptl=split" in out
 

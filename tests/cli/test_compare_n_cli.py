@@ -36,10 +36,11 @@ def test_three_kernels_json_columns(capsys: Cap) -> None:
     m = next(m for m in d["metrics"] if m["metric"] == "lockstress.acquisitions_per_second")
     assert [c["kernel"] for c in m["columns"]] == ["v3.13", "v4.14"]
     assert m["columns"][0]["b"] == m["b"] and m["columns"][0]["pct_change"] == m["pct_change"]
-    # v4.14 against the base v3.12: its twelve catalogued patches (queued spinlocks, a33fda35e3a7, among them;
+    # v4.14 against the base v3.12: its thirteen catalogued patches (queued spinlocks, a33fda35e3a7, among them;
     # the split PMD lock's x86 enabling patch and the v3.15/v4.10 mutex patches since issue 16, the v4.8 page-table
-    # memcg charge since session 18, the v4.6/v4.8 wait_lock wake-up moves since session 27)
-    assert d["culprits"][1].startswith("12 patches: ") and "a33fda35e3a7" in d["culprits"][1]
+    # memcg charge since session 18, the v4.6/v4.8 wait_lock wake-up moves since session 27, the v3.15 per-thread
+    # vma cache since session 31)
+    assert d["culprits"][1].startswith("13 patches: ") and "a33fda35e3a7" in d["culprits"][1]
 
 
 def test_one_kernel_is_refused(capsys: Cap) -> None:

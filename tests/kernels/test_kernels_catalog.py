@@ -19,6 +19,7 @@ V312 = {
     "locktorture_rand": "shared",
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
+    "vma_cache": "mm",
     "stat_interval_ms": "1000",
     "pcp_batch_cap": "512k",
     "pcp_batch": "auto",
@@ -106,13 +107,15 @@ def test_v313_is_v312_plus_the_two_v313_patches() -> None:
 def test_later_releases_accumulate_patches() -> None:
     assert resolve("v3.12").policies["spinlock"] == "ticket"
     k = resolve("v4.13")
-    # v3.15 hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex handoff, v4.2 qspinlock,
-    # v4.8 page tables charged to the memcg, v4.6 / v4.8 the mutex's and the rwsem's wake-ups after wait_lock.
-    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "8382d914ebf7", "fb0527bd5ea9",
-                         "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7", "1329ce6fbbe4", "133e89ef5ef3",
-                         "3e79ec7")
+    # v3.15 per-thread vma cache, hugetlb fault table and mutex OSQ, v3.16 rwsem spinning, v4.10 mutex
+    # handoff, v4.2 qspinlock, v4.8 page tables charged to the memcg, v4.6 / v4.8 the mutex's and the
+    # rwsem's wake-ups after wait_lock.
+    assert k.patches == ("e009bb30c8df", "x86-splitpmd", "e1f56c89b040", "615d6e8756c8", "8382d914ebf7",
+                         "fb0527bd5ea9", "4fc828e24cd9", "9d659ae14b54", "a33fda35e3a7", "1329ce6fbbe4",
+                         "133e89ef5ef3", "3e79ec7")
     assert k.policies == {
         **V312, "pmd_ptl": "split", "nr_ptes_atomic": "on", "hugetlb_fault_lock": "fault-mutex-table",
+        "vma_cache": "task",
         "rwsem_spin_on_owner": "on", "spinlock": "queued", "mutex_osq": "on", "mutex_handoff": "on",
         "pgtable_account": "on", "mutex_wake_in_wait_lock": "off", "rwsem_wake_in_wait_lock": "off",
     }

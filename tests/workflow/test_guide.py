@@ -82,7 +82,7 @@ def test_guide_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "due to policy spinlock=ticket→queued" in text
     assert "of cycles in _raw_spin_lock" in text and "native_queued_spin_lock_slowpath" in text
     assert 'first bad commit: a33fda35e3a7 ("locking/qspinlock' in text
-    assert "first bad commit is patch 8 of 12," in text  # "out of the twelve patches between v3.12 and v4.14"
+    assert "first bad commit is patch 9 of 13," in text  # "out of the thirteen patches between v3.12 and v4.14"
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     thr = {(p["kernel"], p["swept"]["tasks"]): p["summary"]["lockstress.acquisitions_per_second"]["mean"]
            for p in sweep["points"]}

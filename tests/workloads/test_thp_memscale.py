@@ -42,7 +42,9 @@ PARAMS = {"threads": "4", "bytes": "8m"}
 
 
 def _simulate(tiny: Machine, kernel: str, verify: str = "page") -> System:
-    s = System(tiny, resolve(kernel), 0)
+    # exact: the counts below are the model's, not a fast-mode extrapolation (with the find_vma cache of
+    # v3.13, session 31, the node check reaches its steady state on tiny and the fast mode skips 2,524 calls)
+    s = System(tiny, resolve(kernel), 0, exact=True)
     w = get_workload("thp_memscale")
     w.setup(s, resolve_params(w, {**PARAMS, "verify": verify}))
     s.engine.run()
@@ -185,7 +187,9 @@ def test_same_seed_same_result() -> None:
     ff = {"ff_cycles", "ff_skipped_ops", "ff_window_ops", "ff_windows_discarded", "ff_windows_unsteady",
           "ff_skipped_seconds", "elapsed_ci95_seconds"}
     assert set(a["sim"]) == {"events", "wall_seconds", "simulated_seconds"} | ff
-    assert a["sim"]["ff_skipped_ops"] == 0  # 2,199 faults: too few for a window of 2,048 and a skip
+    # 2,199 faults: too few for a window of 2,048 and a skip; the node check's 7,816 calls skip 2,524 of them
+    # (0 until session 31: with find_vma's shared mmap_cache, v3.13, its windows agree on tiny)
+    assert a["sim"]["ff_skipped_ops"] == 2524
     assert _strip_wall(a) == _strip_wall(b)
     assert a["perf"]["page-faults"] == 2199
     assert a["vmstat"]["thp_fault_alloc"] == 11

@@ -69,6 +69,15 @@ def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
             f"{ln.get('reread_stall_ns_avg', 0.0) / 1e3:,.2f} µs until its re-read: IPC {a.perf['ipc']:.3f}, "
             f"published {PUB_INSNS_V312 / PUB_CYCLES_V312:.3f}); {100 * ln['window_local'] / w:.1f}% completed "
             f"in the writer's own window")
+    for arm, r in (("v3.12", a), ("v3.13", b)):
+        mc = r.locks.get("mm->mmap_cache")
+        if mc and mc.get("acquisitions"):  # find_vma's shared cache before v3.15 (docs/locks.md, session 31)
+            n = mc["acquisitions"]
+            notes.append(
+                f"{arm}: mm->mmap_cache (find_vma, mm_struct's first line): {n:,} lookups, "
+                f"{100 * mc.get('misses', 0) / n:.1f}% missed and stored, "
+                f"{100 * mc['contentions'] / n:.1f}% waited for the line "
+                f"({mc['wait_ns_total'] / max(1, mc['contentions']):,.0f} ns on average)")
     return checks, notes
 
 

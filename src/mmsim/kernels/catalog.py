@@ -195,6 +195,10 @@ POLICIES: dict[str, Policy] = {
         Policy("hugetlb_fault_lock", ("instantiation-mutex", "fault-mutex-table"),
                "hugetlb fault serialisation: one global mutex, or the hashed table (8382d914ebf7, v3.15)",
                "mm/hugetlb.c hugetlb_fault()"),
+        Policy("vma_cache", ("mm", "task"),
+               "find_vma's cache: mm->mmap_cache, one per mm on mm_struct's first line (v3.14 and before), or "
+               "per thread (615d6e8756c8, v3.15)",
+               "mm/mmap.c find_vma(); mm/vmacache.c"),
         Policy("nr_ptes_atomic", ("off", "on"),
                "mm->nr_ptes as atomic_long_t (e1f56c89b040, v3.13) instead of a counter under the PTL",
                "include/linux/mm_types.h struct mm_struct"),
@@ -433,6 +437,8 @@ PATCHES: dict[str, Patch] = {
         Patch("x86-splitpmd", "x86, mm: enable split page table lock for PMD level",
               {"pmd_ptl": "split"}, "v3.13"),
         Patch("e1f56c89b040", "mm: convert mm->nr_ptes to atomic_long_t", {"nr_ptes_atomic": "on"}, "v3.13"),
+        # Davidlohr Bueso, 2014-04-07, merged for v3.15 (mm/vmacache.c; verified by blame lines in stored trees)
+        Patch("615d6e8756c8", "mm: per-thread vma caching", {"vma_cache": "task"}, "v3.15"),
         Patch("8382d914ebf7", "mm, hugetlb: improve page-fault scalability",
               {"hugetlb_fault_lock": "fault-mutex-table"}, "v3.15"),
         Patch("fb0527bd5ea9", "locking/mutexes: Introduce cancelable MCS lock for adaptive spinning",
@@ -604,6 +610,7 @@ _V312 = {
     "locktorture_rand": "shared",
     "hugetlb_fault_lock": "instantiation-mutex",
     "nr_ptes_atomic": "off",
+    "vma_cache": "mm",
     "stat_interval_ms": "1000",
     "pcp_batch_cap": "512k",
     "pcp_batch": "auto",

@@ -412,6 +412,9 @@ def handle_mm_fault(
     if d is PARK:
         yield d
         d = 0
+    mc = mm.mmap_cache
+    if mc is not None:  # __do_page_fault's find_vma (mm->mmap_cache before v3.15: MmapCache), in the first event
+        d += mc.find_vma(cpu, vma)
     kind = yield from __handle_mm_fault(task, mm, vma, addr, write, False, d)
     yield mm.mmap_sem.up_read(task)
     return kind

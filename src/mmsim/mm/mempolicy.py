@@ -125,7 +125,7 @@ def mpol_misplaced(system: Any, vma: Any, addr: int, cpu: int, page_nid: int) ->
     return this_nid, True
 
 
-def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
+def get_mempolicy_addr_node(task: Any, mm: Any, addr: int, vma: Any = None) -> Any:
     """``get_mempolicy(&node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR)`` of a populated page: the node of
     the page at ``addr`` (a generator; returns nothing the workloads use). v3.12 / v3.13 mm/mempolicy.c
     ``do_get_mempolicy``: ``down_read(&mm->mmap_sem)``, ``find_vma``, then ``lookup_node`` →
@@ -135,7 +135,10 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
     4 KiB page under its PTE table's split lock;
     ``page_to_nid``, ``put_page``, ``up_read``. The page's own lines (``get_page_foll``, ``put_page``) are
     the calling thread's: their cost is in the path lengths (mm/costs.py, a native measurement of the whole
-    call). The model's lines that other CPUs write: ``mmap_sem``'s count and the page-table lock.
+    call). The model's lines that other CPUs write: ``mmap_sem``'s count and the page-table lock, and before
+    v3.15 ``mm->mmap_cache`` (``vma``: the VMA the call finds), which ``do_get_mempolicy``'s
+    ``find_vma_intersection`` and ``__get_user_pages``' ``find_extend_vma`` both look up
+    (:class:`mmsim.mm.mmap.MmapCache`; docs/locks.md, session 31).
     (thp_memscale's node check, docs/locks.md session 21.)"""
     from mmsim.engine.core import PARK
     from mmsim.mm.costs import path
@@ -152,8 +155,15 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int) -> Any:
     if d is PARK:
         yield d
         d = 0
+    mc = mm.mmap_cache
+    if mc is not None:  # do_get_mempolicy's find_vma_intersection
+        d += mc.find_vma(cpu, vma)
     # the call's own path before the page-table lock (half of it: entry, find_vma, the GUP set-up)
     yield d + c.busy(cpu, "do_get_mempolicy", ns // 2, ins // 2)
+    if mc is not None:  # __get_user_pages' find_extend_vma (an event of its own only when its load waits)
+        d = mc.find_vma(cpu, vma)
+        if d:
+            yield d
     # __get_user_pages' cond_resched() before follow_page_mask (3.13.0 mm/memory.c), mmap_sem held for read:
     # a task woken onto this CPU switches in here (docs/locks.md, session 22)
     if s.sched.cpus[cpu].need_resched:

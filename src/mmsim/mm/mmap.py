@@ -62,6 +62,40 @@ class Vma:
         return self.end - self.start
 
 
+class MmapCache:
+    """``mm->mmap_cache`` (v2.4 .. v3.14; per-thread vmacache from 615d6e8756c8, v3.15): the last VMA
+    ``find_vma`` found, one per mm, on ``struct mm_struct``'s first cache line. v3.13 ``mm/mmap.c find_vma``:
+    ``vma = ACCESS_ONCE(mm->mmap_cache)``; if it does not cover the address, the rb-tree walk and
+    ``mm->mmap_cache = vma``. Reported with the locks as ``mm->mmap_cache`` (kind ``atomic``):
+    ``acquisitions`` = lookups, ``contentions`` = lookups whose load waited for the line (its wait in the
+    wait columns), ``extra["misses"]`` = lookups that stored (docs/locks.md, session 31)."""
+
+    def __init__(self, ctx: Any, engine: Any, home_cpu: int) -> None:
+        self.line = CacheLine(ctx.machine, home_cpu)
+        self.engine = engine
+        self.stat = ctx.stat("mm->mmap_cache", "atomic")
+        self.stat.lines.append(self.line)
+        self.stat.extra.setdefault("misses", 0)
+        self.vma: Any = None
+
+    def find_vma(self, cpu: int, vma: Any) -> int:
+        """One ``find_vma`` by ``cpu`` that finds ``vma``: ns its load of ``mm->mmap_cache`` waits (a transfer
+        when another CPU wrote the line since this CPU's copy); on a miss, the store of ``vma`` (a plain store:
+        it retires from the store buffer, so it costs this CPU nothing, but it takes the line)."""
+        now = self.engine.now
+        d = self.line.read(cpu, now)
+        st = self.stat
+        st.acquisitions += 1
+        if d:
+            st.contentions += 1
+            st.note_wait(d)
+        if self.vma is not vma:
+            self.vma = vma
+            st.extra["misses"] += 1
+            self.line.write(cpu, now)
+        return d
+
+
 class MmStruct:
     """One address space, shared by the threads of a process."""
 
@@ -82,6 +116,10 @@ class MmStruct:
         # page_table_lock; struct rw_semaphore mmap_sem;`: nr_ptes is on the same line.
         self.nr_ptes = (AtomicCounter(locks, "mm->nr_ptes", home_cpu, line=self.line)
                         if system.flag("nr_ptes_atomic") else None)
+        # find_vma's one-entry cache shared by the mm's threads before v3.15 (policy vma_cache): mm_struct's
+        # first line (v3.13 include/linux/mm_types.h: mmap, mm_rb, mmap_cache at offset 16, ...)
+        self.mmap_cache = (MmapCache(locks, system.engine, home_cpu)
+                           if system.policy("vma_cache") == "mm" else None)
         self.vmas: list[Vma] = []
         self.free_top = MMAP_BASE
         self.pgtables = PageTables(self)

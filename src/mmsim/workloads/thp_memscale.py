@@ -32,8 +32,9 @@ the page's table lock: ``mm->page_table_lock`` for a huge PMD in v3.12, the spli
 the split PTE lock for a 4 KiB page). The source is not public; the call is in the author's NMI backtraces
 of thp_memscale on the 512-core UV (linux-mm 2013-11-07), and the per-4 KiB stride and its place after the
 write are inferences from the published runs (docs/locks.md, session 21). ``verify=none`` leaves it out.
-Not modelled in it: ``find_vma``'s shared ``mm->mmap_cache`` (read on every call, written on a miss, until
-the per-thread vmacache of v3.15), as in the faults.
+Before v3.15 each call's two ``find_vma`` lookups, as each fault's one, go through the mm's shared
+``mm->mmap_cache`` (read on every lookup, written on a miss; :class:`mmsim.mm.mmap.MmapCache`, docs/locks.md
+session 31).
 
 ``mapping=hugetlb`` is Kirill Shutemov's variant in seeds/001 (``mmap`` with
 MAP_HUGETLB instead of malloc; the pool is sized to fit).
@@ -172,7 +173,7 @@ class ThpMemscale:
         check = p["verify"] == "page" and p["mapping"] == "thp"
         nops = yield from self._write_buffer(system, t, vma, start, end, step, final=not check)
         if check:
-            yield from self._check_nodes(system, t, start, end, nops)
+            yield from self._check_nodes(system, t, start, end, nops, vma)
         st["done"] += 1
         if st["done"] == p["threads"] and "joiner" in st:
             system.sched.wake_up(st["joiner"])
@@ -236,7 +237,8 @@ class ThpMemscale:
                 ff.leave(t.tid)
         return max(0, (hi - lo) // unit) if unit else 0
 
-    def _check_nodes(self, system: Any, t: Task, start: int, end: int, first: int) -> Generator[Any, Any, None]:
+    def _check_nodes(self, system: Any, t: Task, start: int, end: int, first: int,
+                     vma: Any = None) -> Generator[Any, Any, None]:
         """The node check after the write (docs/locks.md, session 21): one ``get_mempolicy(MPOL_F_NODE |
         MPOL_F_ADDR)`` per 4 KiB page address of the buffer, in order. A steady region of the fast mode of
         its own (positions from ``first``, past the write's); a skipped call changes no state."""
@@ -257,7 +259,7 @@ class ThpMemscale:
                     continue
                 if i + 1 >= n:
                     ff.leave(t.tid)
-            yield from get_mempolicy_addr_node(t, t.mm, addr)
+            yield from get_mempolicy_addr_node(t, t.mm, addr, vma)
             if sched.cpus[t.cpu].need_resched:  # the syscall's return to user space
                 yield from sched.user_return(t)
             if addr >= lo:
