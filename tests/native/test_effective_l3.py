@@ -167,3 +167,4 @@ def test_a_failed_sweep_keeps_the_previous_calibrations_capacity(tmp_path: Path)
     assert m.cache("L3").effective_kib == 2896 and m.cache("L3").latency_ns == 15.7  # both from the first run
     assert m.sources["caches.L3.effective_kib"].startswith("previous measurement kept (L3 sweep: no sweep size")
     assert any("the previous calibration's measurement 2896 KiB kept" in n for n in notes)
+

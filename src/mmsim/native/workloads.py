@@ -148,8 +148,21 @@ def nr_tasks(v: str) -> int:
     return int(v)
 
 
-NR_TASK = ParamInfo("1", "usemem -n: number of processes, or a percentage of the CPUs like 50%", parse_nr_task,
-                    "an integer >= 1 or a percentage like 50%")
+NATIVE_MAX_TASKS = 1024  # host processes one native case may start (the other native workloads' cap)
+
+
+def parse_native_nr_task(v: str) -> str:
+    """:func:`parse_nr_task`, at most :data:`NATIVE_MAX_TASKS` host processes (a percentage is resolved against
+    this host's CPUs): the native run forks them for real."""
+    s = parse_nr_task(v)
+    if nr_tasks(s) > NATIVE_MAX_TASKS:
+        raise ValueError
+    return s
+
+
+NR_TASK = ParamInfo("1", "usemem -n: number of processes, or a percentage of the CPUs like 50%",
+                    parse_native_nr_task, f"an integer 1..{NATIVE_MAX_TASKS} or a percentage like 50% "
+                    f"(at most {NATIVE_MAX_TASKS} processes)")
 SIZE = ParamInfo(parse_size("256m"), "total bytes over all tasks, each gets size / nr_task "
                  "(k/m/g = 2^10/2^20/2^30)", parse_size, "a size like 256m, 1g, 4096")
 RUNTIME = ParamInfo(300, "usemem -T: seconds before usemem stops early (LKP's runtime)", parse_int(1),
