@@ -28,6 +28,9 @@ CASES = [
     ("tiny", "thp_memscale", {"threads": "3", "bytes": "6m"}, {"thp": "never"}),
     ("tiny", "lmbench/bw_unix", {"pairs": "1", "bytes": "2m", "msg": "32k"}, {}),
     ("tiny", "lockstress", {"tasks": "3", "iterations": "300"}, {}),
+    # locktorture (session 31's fuzzing round: it had no estimate); tiny's writes are the slowest measured
+    ("tiny", "locktorture", {"nwriters": "4", "duration_us": "2000"}, {}),
+    ("haswell-ex-4s", "locktorture", {"nwriters": "36", "duration_us": "2000"}, {}),
     ("tiny", "pmbench", {"mapsize": "8", "setsize": "4", "duration": "0.04"}, {}),
     (XEON, "vm-scalability/anon-w-seq", {"nr_task": "3", "size": "768m"}, {"thp": "always"}),
     # verify=none: fast mode skips most of the node check's 187,502 calls, which the estimate counts exactly

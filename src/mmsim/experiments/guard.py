@@ -124,6 +124,8 @@ WALL_US_PER_EVENT: dict[str, float] = {
     # tiny 2 pairs x 8m (1m messages): 27.6 us; 1 pair x 2m (32k): 29.3 us; icelake-6338-2s 16 pairs x 16m: 26.4 us
     "lmbench/bw_unix": 27.0,
     "lockstress": 1.5,
+    # tiny 4 / 8 writers: 2.16 / 2.17 us; haswell-ex-4s 36 writers: 2.71 us (2026-12-07, other work on the VM)
+    "locktorture": 2.5,
     # tiny 4 tasks x 96m THP off: 21.5 us (2026-12-01 on cooperlake-8380h-4s, 8 GiB: 6.7 s CPU / 894k events = 7.5)
     "vm-scalability/anon-w-seq-mt": 20.0,
     # tiny 3 tasks, v6.6: 18.7 us (default loops) and 13.4 us (2,000 loops)
@@ -183,6 +185,9 @@ OWNED_PAGE_BYTES = 36
 # THP fault costs fewer (15-25 on the reproduce runs: a per-run share is
 # amortised), on tiny far more (400-960: its slow clear spans many timer
 # ticks), but tiny's 2 GiB bounds those runs to ~1e6 events.
+# locktorture: the shortest time per write (all writers together) the model gave, haswell-ex-4s at 36 writers
+# (360 ns; tiny 800 ns): the estimate of writes is an upper bound on most machines (measured 2026-12-07)
+LOCKTORTURE_MIN_WRITE_NS = 350
 # thp_memscale's node check (verify=page): events per get_mempolicy call, measured on tiny (3 threads x 6m,
 # v4.14, exact, THP never and always: 21,977 and 21,978 events more than verify=none for 4,395 calls): 5.0
 CHECK_EVENTS = 5.0
@@ -208,6 +213,7 @@ EVENTS_PER_UNIT: dict[str, tuple[float, float]] = {
     "pmbench": (1.2, 1.0),
     "lmbench/bw_unix": (12.0, 12.0),  # per skb: 13.1 (32 KiB msgs), 12.2 (1 MiB), 7.2 (4 KiB) measured on tiny
     "lockstress": (4.0, 4.0),  # 3.0 (spinlock) and 4.0 (mutex) measured
+    "locktorture": (7.1, 7.1),  # per write: 7.06 / 7.03 / 7.01 measured (tiny 4 and 8 writers, haswell-ex-4s 36)
     # issue 22: anon-w-seq-mt runs anon-w-seq's loop (894k events measured vs 838k from these ratios, 8 GiB on
     # cooperlake-8380h-4s); malloc1 per malloc/free pair whose header fault is 4 KiB / a THP: 31.1 / 43.0
     # measured (the mmap-thp-align arms, 22,848 pairs each)
@@ -465,6 +471,10 @@ def _work(w: str, p: dict[str, Any], machine: Any, policies: dict[str, str]) -> 
         out.small = p["tasks"] * p["iterations"]
         out.what = "lock acquisitions"
         out.threads = p["tasks"]
+    elif w == "locktorture":  # the writes of the simulated duration, at the shortest time per write measured
+        out.small = max(1, int(p["duration_us"] * 1000 // LOCKTORTURE_MIN_WRITE_NS))
+        out.what = "lock writes"
+        out.threads = p["nwriters"]
     else:  # a workload without a model
         out.small = 1
         out.what = "runs (no model for this workload)"
