@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -82,6 +82,19 @@ def _name_max(directory: Path) -> int:
         return 255
 
 
+def _stat_or_none(path: Path, bad: Callable[[str], UserError]) -> os.stat_result | None:
+    """``os.stat(path)``, None when nothing is there; a NUL byte or any other stat error (ENAMETOOLONG, ENOTDIR:
+    a file used as a directory, ELOOP, EACCES) is ``bad(why)`` raised."""
+    if "\x00" in str(path):
+        raise bad("without NUL bytes")
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise bad(e.strerror or type(e).__name__) from None
+
+
 def check_store_path(path: Path, write: bool = True, field: str = "--store") -> None:
     """A results store path that can be used, checked before anything runs and creating nothing: an existing
     regular file or (``write``) a new one whose nearest existing directory is writable and whose names fit the
@@ -93,14 +106,7 @@ def check_store_path(path: Path, write: bool = True, field: str = "--store") -> 
     def bad(why: str) -> UserError:
         return UserError(field, text, f"a results file path ({why})")
 
-    if "\x00" in text:
-        raise bad("without NUL bytes")
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:  # ENAMETOOLONG, ENOTDIR (a file used as a directory), ELOOP, EACCES
-        raise bad(e.strerror or type(e).__name__) from None
+    st = _stat_or_none(path, bad)
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise UserError(field, text, "a regular file (a DuckDB results file), not "
@@ -141,14 +147,7 @@ def check_output(path: Path, option: str = "--output") -> None:
     def bad(why: str) -> UserError:
         return UserError(option, text, f"a writable file path ({why})")
 
-    if "\x00" in text:
-        raise bad("without NUL bytes")
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise bad(e.strerror or type(e).__name__) from None
+    st = _stat_or_none(path, bad)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise bad("it is a directory" if stat.S_ISDIR(st.st_mode) else "it is not a regular file")
     parent = path.parent
