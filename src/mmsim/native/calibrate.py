@@ -48,7 +48,11 @@ How measurements become model fields (the simulator charges a 4 KiB fault as
   IPI, a VM exit on a guest (engine/cpu.py ``wake_up``). Kept at its estimate (0)
   when the residual is not above the spread.
 * ``caches[].latency_ns`` / ``nodes[].latency_ns``: pointer chase over half of
-  each cache level, and over 8 x the LLC (at least 256 MiB) for DRAM.
+  the L1d and the L2, and over 8 x the LLC (at least 256 MiB) for DRAM; the L3's
+  from the sweep below, on its measured plateau (``primitives.llc_chase_bytes``).
+* ``caches[L3].effective_kib``: the L3 capacity this host's cores get, the knee of a
+  pointer chase swept from the L2's size to the reported L3's (:func:`l3_knee`;
+  docs/native.md, session 31). Written only below the reported size.
 * ``nodes[].read_bw_gbs / write_bw_gbs``: one streaming process per CPU, summed
   (one node per socket; on multi-node hosts every node gets the socket-0 value).
 
