@@ -70,9 +70,9 @@ class MmapCache:
     ``acquisitions`` = lookups, ``contentions`` = lookups whose load waited for the line (its wait in the
     wait columns), ``extra["misses"]`` = lookups that stored (docs/locks.md, session 31)."""
 
-    def __init__(self, ctx: Any, engine: Any, home_cpu: int) -> None:
+    def __init__(self, ctx: Any, home_cpu: int) -> None:
         self.line = CacheLine(ctx.machine, home_cpu)
-        self.engine = engine
+        self.engine = ctx.engine
         self.stat = ctx.stat("mm->mmap_cache", "atomic")
         self.stat.lines.append(self.line)
         self.stat.extra.setdefault("misses", 0)
@@ -118,7 +118,7 @@ class MmStruct:
                         if system.flag("nr_ptes_atomic") else None)
         # find_vma's one-entry cache shared by the mm's threads before v3.15 (policy vma_cache): mm_struct's
         # first line (v3.13 include/linux/mm_types.h: mmap, mm_rb, mmap_cache at offset 16, ...)
-        self.mmap_cache = (MmapCache(locks, system.engine, home_cpu)
+        self.mmap_cache = (MmapCache(locks, home_cpu)
                            if system.policy("vma_cache") == "mm" else None)
         self.vmas: list[Vma] = []
         self.free_top = MMAP_BASE

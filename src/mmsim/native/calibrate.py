@@ -541,11 +541,11 @@ def build_machine(raw: dict[str, Any], base: Machine | None = None,
 def _effective_l3(m: Machine, raw: dict[str, Any], chase: dict[str, Any], notes: list[str],
                   meas: Callable[[str], str], sources: dict[str, str], previous: Machine | None = None) -> int | None:
     """From ``raw["l3_sweep"]`` (when measured): the L3 capacity the cores get (bytes, when below the reported
-    size; else None), and the sweep point on its plateau as ``chase["L3"]`` (``primitives.llc_chase_bytes`` of
-    the machine with that capacity: always a sweep size). When the sweep gives no capacity, the ``previous``
+    size; else None), and the sweep point on its plateau as ``chase["L3"]`` (``primitives.llc_plateau_bytes`` for
+    that capacity: always a sweep size). When the sweep gives no capacity, the ``previous``
     calibration's, where it measured one (its L3 latency, kept with it by :func:`_measured_caches`, was read
     on that capacity's plateau)."""
-    from mmsim.native.primitives import llc_chase_bytes
+    from mmsim.native.primitives import llc_plateau_bytes
 
     sweep = raw.get("l3_sweep")
     if sweep is None:  # an older raw record: its L3 chase, if any, stands as measured
@@ -563,9 +563,7 @@ def _effective_l3(m: Machine, raw: dict[str, Any], chase: dict[str, Any], notes:
             return pe << 10
         notes.append(f"caches L3 effective_kib: not measured ({how}); the reported {l3.size_kib} KiB used")
         return None
-    probe = dataclasses.replace(m, caches=tuple(
-        dataclasses.replace(c, effective_kib=min(eff >> 10, c.size_kib)) if c.name == "L3" else c for c in m.caches))
-    at = llc_chase_bytes(probe)
+    at = llc_plateau_bytes(m.cache("L2").capacity_kib * 1024, min(eff >> 10, l3.size_kib) * 1024)
     chase["L3"] = max((p for p in sweep if p and p["bytes"] <= at), key=lambda p: p["bytes"], default=None)
     if eff >= l3.size_kib * 1024:
         sources["caches.L3.effective_kib"] = meas(f"the whole reported L3 fits: {how}")

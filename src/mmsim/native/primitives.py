@@ -143,8 +143,12 @@ def llc_chase_bytes(m: Machine) -> int:
     inside the L2 (a cyclic chase over the L2's size or less hits there) nor past C: ``min(C, max(2 x L2,
     C / 4))``. C is the capacity the cores get (:attr:`CacheLevel.capacity_kib`: a guest's measured share,
     docs/native.md session 31)."""
-    c = m.caches[-1].capacity_kib * 1024
-    return min(c, max(2 * m.cache("L2").capacity_kib * 1024, c // 4))
+    return llc_plateau_bytes(m.cache("L2").capacity_kib * 1024, m.caches[-1].capacity_kib * 1024)
+
+
+def llc_plateau_bytes(l2: int, c: int) -> int:
+    """:func:`llc_chase_bytes`' rule for an L2 of ``l2`` bytes and an LLC capacity of ``c`` bytes."""
+    return min(c, max(2 * l2, c // 4))
 
 
 def chase_sizes(m: Machine, dram_factor: int = 8) -> dict[str, int]:
