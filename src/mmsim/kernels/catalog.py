@@ -865,7 +865,10 @@ def split_kernel(text: str) -> tuple[str, tuple[str, ...]]:
     if text in KERNELS or "+" not in text or is_file(text):
         return text, ()  # a catalogued name may itself contain "+" (c0d0381ade79+fix)
     base, *patches = text.split("+")
-    return base, tuple(p for p in patches if p)
+    if not base.strip() or any(not p.strip() for p in patches):  # v3.12+, +x, v3.12++x: was run as v3.12 / x
+        raise UserError("kernel", text, "a kernel name, or BASE+PATCH+... with a kernel name and patch commit ids "
+                        "or patch YAML files, none empty (mmsim kernels lists both)")
+    return base, tuple(patches)
 
 
 def resolve_kernel(text: str, patches: list[str] | tuple[str, ...] = (),

@@ -1,0 +1,64 @@
+"""Bad input found by the second CLI fuzzing round (session 32, after tests/cli/test_fuzz_regressions_cli.py's
+fixes): each case is one stderr line ``mmsim: error: FIELD: ...``, exit 2, before anything runs, nothing stored.
+
+What each case did before: ``-k v3.12+`` (an empty patch component) ran plain v3.12 and ``+x`` ran patch x on an
+empty base name; a sweep, compare, bisect or ``run -r N`` of runs each under ``$MMSIM_MAX_WALL`` ran however
+long they took together (a 3-point sweep of 144 s points: 432 s without a word); ``sweep -p tasks=1,1`` (and
+``-k A -k A``, ``-m M -m M``) ran and showed the same point twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import mmsim.experiments.executors as executors_mod
+import mmsim.experiments.run as run_mod
+from mmsim.cli import main
+from mmsim.errors import UserError
+from mmsim.experiments import guard
+
+Cap = pytest.CaptureFixture[str]
+LOCK = ("lockstress", "-p", "tasks=2", "-p", "iterations=50")
+SERIAL = ("--executor", "serial")
+
+
+def error_line(capsys: Cap, *argv: str) -> str:
+    """The one error line of ``mmsim ARGV``, which must exit 2 (and print no progress line before it)."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("mmsim: error: "), (code, err[:500])
+    return err
+
+
+@pytest.fixture
+def no_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail at once (instead of simulating) if a refused command reaches its runs."""
+    def ran(*a: object, **k: object) -> None:
+        raise AssertionError("the command started running")
+
+    monkeypatch.setattr(run_mod, "run", ran)
+    monkeypatch.setattr(executors_mod, "execute", ran)
+
+
+# -- kernels: BASE+PATCH+... with an empty part ----------------------------------------------------------------
+
+EMPTY_PARTS = ["v3.12+", "+", "+e009bb30c8df", "v3.12++e009bb30c8df", "v3.12+e009bb30c8df+", "v3.12+ "]
+
+
+@pytest.mark.parametrize("kernel", EMPTY_PARTS)
+def test_kernel_with_an_empty_part(capsys: Cap, store_path: Path, no_runs: None, kernel: str) -> None:
+    want = f"kernel: invalid value {kernel!r}; allowed: a kernel name, or BASE+PATCH+... with"
+    assert want in error_line(capsys, "run", *LOCK, "-m", "tiny", "-k", kernel)
+    assert want in error_line(capsys, "sweep", *LOCK, *SERIAL, "-k", kernel)
+    assert want in error_line(capsys, "compare", *LOCK, *SERIAL, "-r", "1", "-k", "v3.12", "-k", kernel)
+    assert want in error_line(capsys, "bisect", *LOCK, *SERIAL, "-r", "1", "--good", "v3.12", "--bad", kernel)
+    assert want in error_line(capsys, "kernels", "show", kernel)
+    assert not store_path.exists()
+
+
+def test_kernel_names_with_a_plus_still_work(capsys: Cap) -> None:
+    assert main(["kernels", "show", "c0d0381ade79+fix", "--json"]) == 0  # a catalogued name containing "+"
+    assert main(["kernels", "show", "v3.12+e009bb30c8df", "--json"]) == 0
+    capsys.readouterr()
