@@ -62,3 +62,17 @@ def test_kernel_names_with_a_plus_still_work(capsys: Cap) -> None:
     assert main(["kernels", "show", "c0d0381ade79+fix", "--json"]) == 0  # a catalogued name containing "+"
     assert main(["kernels", "show", "v3.12+e009bb30c8df", "--json"]) == 0
     capsys.readouterr()
+
+
+# -- sweep axes list each value once ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra, want", [
+    (("-p", "tasks=1,1"), "-p tasks: invalid value '1,1'; allowed: distinct values ('1' is given twice"),
+    (("-p", "tasks=1,2, 1"), "-p tasks: invalid value '1,2, 1'; allowed: distinct values ('1' is given twice"),
+    (("-k", "v3.12", "-k", "v3.12"), "--kernel: invalid value 'v3.12 v3.12'; allowed: distinct values"),
+    (("-m", "tiny", "-m", "tiny"), "--machine: invalid value 'tiny tiny'; allowed: distinct values"),
+])
+def test_sweep_duplicate_values(capsys: Cap, store_path: Path, no_runs: None, extra: tuple[str, ...],
+                                want: str) -> None:
+    assert want in error_line(capsys, "sweep", "lockstress", "-p", "iterations=50", *SERIAL, *extra)
+    assert not store_path.exists()

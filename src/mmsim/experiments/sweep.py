@@ -24,14 +24,25 @@ if TYPE_CHECKING:
 
 
 def parse_grid(params: dict[str, str]) -> dict[str, list[str]]:
-    """``{"nr_task": "1,2,4"}`` → ``{"nr_task": ["1", "2", "4"]}``; empty items are an error."""
+    """``{"nr_task": "1,2,4"}`` → ``{"nr_task": ["1", "2", "4"]}``; empty items are an error, and so is a value
+    given twice (``-p nr_task=1,1``: the same point twice, run and shown twice before)."""
     grid = {}
     for k, v in params.items():
         items = [x.strip() for x in v.split(",")]
         if any(not x for x in items):
             raise UserError(f"-p {k}", v, "a value or a comma-separated list of values, e.g. 1,2,4")
+        _distinct(f"-p {k}", v, items)
         grid[k] = items
     return grid
+
+
+def _distinct(option: str, given: str, values: list[str]) -> None:
+    """A sweep axis lists each value once."""
+    seen: set[str] = set()
+    for x in values:
+        if x in seen:
+            raise UserError(option, given, f"distinct values ({x[:40]!r} is given twice; each point runs once)")
+        seen.add(x)
 
 
 @dataclass
@@ -124,6 +135,8 @@ def sweep(
     grid = parse_grid(params)
     kernels = list(kernels or ["v3.13"])
     machines = list(machines or ["tiny"])
+    _distinct("--kernel", " ".join(kernels), kernels)
+    _distinct("--machine", " ".join(machines), machines)
     # the whole grid (points x repeats) against the limits before a single spec is built
     guard.check_grid(guard.grid_size(machines, kernels, *grid.values(), runs), f"sweep {workload}")
     names = list(grid)
