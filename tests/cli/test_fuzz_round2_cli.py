@@ -64,6 +64,49 @@ def test_kernel_names_with_a_plus_still_work(capsys: Cap) -> None:
     capsys.readouterr()
 
 
+# -- the guard's CPU-time limit on a command's runs together ------------------------------------------------------
+
+HEAVY = ("lockstress", "-p", "tasks=8", "-p", "iterations=10000")  # ~0.57 s estimated per run
+
+
+@pytest.mark.parametrize("argv, what", [
+    (("run", *HEAVY, "-m", "tiny", "-r", "5"), "run lockstress -r 5: invalid value '2.85 s'"),
+    (("sweep", *HEAVY[:3], "-p", "iterations=10000,10001,10002", *SERIAL), "sweep lockstress"),
+    (("compare", *HEAVY, *SERIAL, "-r", "3", "-k", "v3.12", "-k", "v3.13"), "compare lockstress"),
+    (("bisect", *HEAVY, *SERIAL, "-r", "3", "--good", "v3.12", "--bad", "v3.13"), "bisect lockstress"),
+])
+def test_total_wall_time_is_guarded(capsys: Cap, store_path: Path, no_runs: None, monkeypatch: pytest.MonkeyPatch,
+                                    argv: tuple[str, ...], what: str) -> None:
+    monkeypatch.setenv("MMSIM_MAX_WALL", "1")
+    err = error_line(capsys, *argv)
+    assert f"estimated wall time of {what}" in err and "runs together, the limit of one run" in err, err
+    assert "$MMSIM_MAX_WALL=SECONDS; --force to run anyway" in err
+    assert not store_path.exists()
+
+
+def test_total_wall_time_counts_only_runs_not_in_the_store(capsys: Cap, monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep = ["sweep", *HEAVY[:3], "-p", "iterations=200,201", *SERIAL, "--no-progress"]
+    assert main(sweep) == 0  # 2 cheap points, stored
+    monkeypatch.setenv("MMSIM_MAX_WALL", "1")
+    assert main([*sweep[:5], "iterations=200,201,10000", *sweep[6:]]) == 0  # one new point: under the limit
+    capsys.readouterr()
+    assert "estimated wall time of sweep" in error_line(capsys, *sweep[:5], "iterations=200,10001,10002",
+                                                        *sweep[6:])
+
+
+def test_total_wall_time_with_force_or_exact(capsys: Cap, no_runs: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MMSIM_MAX_WALL", "1")
+    for extra in ("--force", "--exact"):  # past the check, to the first run
+        with pytest.raises(AssertionError, match="started running"):
+            main(["run", *HEAVY, "-m", "tiny", "-r", "5", "--no-store", "--no-progress", extra])
+    with pytest.raises(UserError):
+        guard.check_total([0.6, 0.6], "x")
+    guard.check_total([0.6], "x")  # one run: guard.check's own limit
+    monkeypatch.setenv("MMSIM_FORCE", "1")
+    guard.check_total([0.6], "x", 10**12)
+    capsys.readouterr()
+
+
 # -- sweep axes list each value once ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("extra, want", [

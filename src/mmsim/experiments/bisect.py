@@ -201,6 +201,12 @@ def bisect(
         spec = RunSpec(workload, machine, base, patches, {}, dict(params or {}), seed, noise=noise)
         return with_seeds(spec, len(seeds), seeds.start)
 
+    # a bisection that finds a culprit runs -r runs at both ends and at each of the ~log2(N) steps between:
+    # together within the CPU-time limit of one run, from the dearer end's estimate (before anything runs)
+    from mmsim.experiments.executors import checked
+
+    ends = [checked(specs_for(i, range(seed, seed + 1))[0])[1].wall for i in (0, len(series.patches))]
+    guard.check_total([max(ends)], f"bisect {workload}", runs * (2 + (len(series.patches) - 1).bit_length()))
     order: list[Step] = []
     machine_name = [machine]
 
@@ -211,7 +217,7 @@ def bisect(
         while True:
             # only the seeds not measured yet: a step that grows keeps its earlier runs
             more, ran = run_many(specs_for(i, range(seed + len(rs), seed + n)), executor, workers, scheduler, store,
-                                 progress=progress)
+                                 progress=progress, what=f"bisect {workload}")
             rs += more
             executed += ran
             if metric is None:

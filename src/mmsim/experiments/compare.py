@@ -243,7 +243,7 @@ def compare(
                         "two or more kernels: -k BASE -k K2 [-k K3 ...] (each compared with the base)")
     if runs < 1:
         raise UserError("-r/--runs", runs, "an integer >= 1")
-    guard.check_grid(2 * runs, f"compare {workload}")  # before any spec is built
+    guard.check_grid(len(kernels) * runs, f"compare {workload}")  # before any spec is built
     specs: list[RunSpec] = []
     arm_specs = []
     for k in kernels:
@@ -252,7 +252,7 @@ def compare(
         arm_specs.append(spec)
         specs += with_seeds(spec, runs, seed)
     canon = [canonical(s) for s in arm_specs]
-    results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress)
+    results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress, f"compare {workload}")
     from mmsim.kernels.catalog import resolve
 
     arms = []

@@ -104,6 +104,11 @@ def canonical(spec: RunSpec, wall_limit: bool = True) -> dict[str, Any]:
     Raises :class:`UserError` for anything the user typed wrong, before any run. ``wall_limit=False``: the
     guard's CPU-time limit does not apply (``reproduce``'s own arms; events and memory are still checked).
     """
+    return checked(spec, wall_limit)[0]
+
+
+def checked(spec: RunSpec, wall_limit: bool = True) -> tuple[dict[str, Any], guard.Estimate]:
+    """:func:`canonical` and the guard's estimate of the run (its ``wall`` counts towards a command's total)."""
     import mmsim
     import mmsim.machine as _machine
     from mmsim.kernels.catalog import resolve_kernel as resolve
@@ -116,7 +121,7 @@ def canonical(spec: RunSpec, wall_limit: bool = True) -> dict[str, Any]:
     params = resolve_params(w, spec.params)
     m = _machine.get_machine(spec.machine)
     k = resolve(spec.kernel, list(spec.patches), spec.policies)
-    guard.check(w.name, params, m, k.policies, spec.exact, wall_limit)  # before the store is opened or anything runs
+    est = guard.check(w.name, params, m, k.policies, spec.exact, wall_limit)  # before the store or any run
     # the checks a workload makes at set-up (tasks vs CPUs, sizes vs memory, the hugetlb pool), on a fresh
     # System where no event runs (~10 ms): a bad point fails the whole sweep before any point runs or is stored
     w.setup(System(m, k, spec.seed), dict(params))
@@ -140,7 +145,7 @@ def canonical(spec: RunSpec, wall_limit: bool = True) -> dict[str, Any]:
 
     if is_file(spec.kernel):
         out["kernel_file"] = hashlib.sha256(Path(spec.kernel).read_bytes()).hexdigest()[:16]
-    return out
+    return out, est
 
 
 def machine_content(m: Any) -> str:
@@ -380,15 +385,25 @@ def run_many(
     store: Store | None = None,
     fresh: bool = False,
     progress: Progress | None = None,
+    what: str = "the command",
 ) -> tuple[list[dict[str, Any]], int]:
     """Results (``RunResult.to_dict()``) for ``specs``, in order; and how many were actually run.
 
     Runs found in ``store`` (same canonical inputs and seed) are reused unless
     ``fresh``; new results are recorded as they arrive (a background writer
-    every ``FLUSH_SECONDS``, and always before returning or unwinding).
+    every ``FLUSH_SECONDS``, and always before returning or unwinding). The runs
+    to execute must fit the guard's CPU-time limit together (``what`` names them).
     """
-    canon = [canonical(s) for s in specs]  # validates everything before anything runs
+    checks = [checked(s) for s in specs]  # validates everything before anything runs
+    canon = [c for c, _ in checks]
     check_executor(executor, workers, scheduler)
+
+    def check_wall(todo: Sequence[int]) -> None:
+        """The runs to execute, together, within the CPU-time limit of one run (``--exact`` runs are exempt)."""
+        guard.check_total([checks[i][1].wall for i in todo if not specs[i].exact], what)
+
+    if store is None or fresh or not store.path.exists():  # every run executes: checked before a store is made
+        check_wall(range(len(specs)))
     if store is not None:
         flush_seconds()  # and the writer's interval
         # before any run: it opens (writable, every row readable) and has room; StoreError / UserError
@@ -400,6 +415,7 @@ def run_many(
         for i, k in enumerate(keys):
             results[i] = found.get(k)
     todo = [i for i, r in enumerate(results) if r is None]
+    check_wall(todo)  # only those not found in the store (a resumed sweep)
     if store is not None:
         store.check_space(len(todo))  # room for the runs to come
     done = len(specs) - len(todo)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -704,6 +704,21 @@ def check_grid(n_runs: int, what: str) -> None:
         raise UserError("estimated memory", _fmt_bytes(held),
                         f"at most {_fmt_bytes(lim.max_memory)} (--max-memory SIZE or ${ENV_MEMORY}; {FORCE_HINT}); "
                         f"{n_runs:.3g} runs of {what} x {HELD_RUN_BYTES >> 10} KiB of results held")
+
+
+def check_total(walls: Sequence[float], what: str, repeat: int = 1) -> None:
+    """The runs a command is about to execute (``walls``, each one's estimated CPU seconds, ``repeat`` times
+    each) within ``$MMSIM_MAX_WALL`` together, as one run must be: before, a sweep of 100 points of 200 s each
+    ran for 5.5 h without a word. Runs found in the results store are not executed and do not count (a resumed
+    sweep); the callers leave out ``--exact`` runs, as :func:`check` does."""
+    lim = limits()
+    n = len(walls) * repeat
+    total = sum(walls) * repeat
+    if lim.force or n < 2 or total <= lim.max_wall:
+        return
+    raise UserError(f"estimated wall time of {what}", f"{total:.3g} s",
+                    f"at most {lim.max_wall:g} s of CPU time for its {n:,} runs together, the limit of one run "
+                    f"(the longest run {max(walls):.3g} s; ${ENV_WALL}=SECONDS; {FORCE_HINT})")
 
 
 def grid_size(*axes: Iterable[Any] | int) -> int:

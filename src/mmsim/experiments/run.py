@@ -181,13 +181,16 @@ def run_repeated(spec: RunSpec, runs: int = 1, store: Store | None = None,
     """``perf stat -r N``: ``spec`` with seeds seed, seed + 1, ..., each run, stored (unless ``store``
     is None) as it finishes, with a progress event at each run's start and end. Everything is
     validated (and the store opened) before the first run starts."""
-    from mmsim.experiments.executors import canonical
+    from mmsim.experiments.executors import checked
     from mmsim.progress import ProgressEvent
 
     if runs < 1:
         raise UserError("-r/--repeat", runs, "an integer >= 1")
     specs = [replace(spec, seed=spec.seed + i) for i in range(runs)]
-    canon = [canonical(s) for s in specs[:1]] * runs  # the seed is not part of the canonical inputs
+    first, est = checked(specs[0])
+    canon = [first] * runs  # the seed is not part of the canonical inputs
+    if not spec.exact:  # the N runs together within the CPU-time limit of one (as sweep, compare, bisect)
+        _guard.check_total([est.wall], f"run {spec.workload} -r {runs}", runs)
     if store is not None:
         store.count()  # a bad --store fails here, before anything runs
     out: list[RunResult] = []

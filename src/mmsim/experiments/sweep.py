@@ -147,7 +147,7 @@ def sweep(
         for i in range(runs):
             point = dict(zip(names, values, strict=True))
             specs.append(RunSpec(workload, m, base, patches, dict(policies or {}), point, seed + i, noise=noise))
-    results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress)
+    results, executed = run_many(specs, executor, workers, scheduler, store, fresh, progress, f"sweep {workload}")
     points = []
     for j, (_m, _k, values) in enumerate(combos):
         rs = results[j * runs:(j + 1) * runs]
