@@ -492,8 +492,8 @@ def results_export_cmd(
     import mmsim.results
     from mmsim.results.store import Store
 
-    if output.suffix in (".csv", ".parquet"):  # else the library's own error names the suffixes
-        check_output(output)
+    if output.suffix in (".csv", ".parquet") or not output.name:  # else the library's error names the suffixes
+        check_output(output)  # '' is '.', a directory: was a traceback (an empty name has no NAME.tmp)
     check_store_path(Store(store).path, write=False)
     with _writing(output):
         n = mmsim.results.export(output, store, metric=metric, wide=not long, workload=workload, machine=machine,

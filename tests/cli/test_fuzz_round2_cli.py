@@ -119,3 +119,19 @@ def test_sweep_duplicate_values(capsys: Cap, store_path: Path, no_runs: None, ex
                                 want: str) -> None:
     assert want in error_line(capsys, "sweep", "lockstress", "-p", "iterations=50", *SERIAL, *extra)
     assert not store_path.exists()
+
+
+# -- --store '', results export '' --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [("run", *LOCK, "-m", "tiny"), ("sweep", *LOCK, *SERIAL), ("results", "list"),
+                                  ("results", "path"), ("results", "export", "out.csv")])
+def test_an_empty_store_path(capsys: Cap, store_path: Path, no_runs: None, argv: tuple[str, ...]) -> None:
+    """``--store ''`` used the default store ($MMSIM_RESULTS or ~/.local/share/mmsim/results.duckdb)."""
+    assert "--store: invalid value ''; allowed: a results file path" in error_line(capsys, *argv, "--store", "")
+    assert not store_path.exists()
+
+
+@pytest.mark.parametrize("out", ["", "/"])
+def test_results_export_to_an_empty_name(capsys: Cap, out: str) -> None:
+    """``results export ''`` (the path '.') was a traceback: ValueError from Path.with_name for NAME.tmp."""
+    assert "allowed: a writable file path (it is a directory)" in error_line(capsys, "results", "export", out)

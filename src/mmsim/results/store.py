@@ -174,6 +174,8 @@ class Store:
     """One DuckDB results file. Every method opens, works and closes under the file lock."""
 
     def __init__(self, path: str | Path | None = None) -> None:
+        if path is not None and not str(path):  # --store '' wrote to the default store
+            raise UserError("--store", "", "a results file path (omit --store for the default store)")
         self.path = Path(path).expanduser() if path else default_path()
 
     def _fail(self, what: str, e: BaseException) -> StoreError:
