@@ -9,6 +9,7 @@ long they took together (a 3-point sweep of 144 s points: 432 s without a word);
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,41 @@ def test_an_empty_store_path(capsys: Cap, store_path: Path, no_runs: None, argv:
 def test_results_export_to_an_empty_name(capsys: Cap, out: str) -> None:
     """``results export ''`` (the path '.') was a traceback: ValueError from Path.with_name for NAME.tmp."""
     assert "allowed: a writable file path (it is a directory)" in error_line(capsys, "results", "export", out)
+
+
+# -- calibrate --out ------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmsim.native.calibrate as calibrate_mod
+
+    def measured(*a: object, **k: object) -> None:
+        raise AssertionError("calibrate started measuring")
+
+    monkeypatch.setattr(calibrate_mod, "measure", measured)
+
+
+def test_calibrate_out_refused_before_measuring(capsys: Cap, tmp_path: Path, no_measuring: None) -> None:
+    """A name too long was a traceback; a FIFO blocked the write after ~15 s of measurements; a device was
+    written to."""
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for out, why in [(str(tmp_path / ("x" * 300 + ".yaml")), "(File name too long"),
+                     (str(fifo), "(a regular file, not a device or FIFO)"),
+                     ("/dev/null", "(a regular file, not a device or FIFO)"),
+                     (str(tmp_path), "a file path (it is a directory)")]:
+        err = error_line(capsys, "calibrate", "--out", out)
+        assert err.startswith("mmsim: error: --out: invalid value '") and why in err, err
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.isdir("/proc/self"), reason="root sees /proc as writable")
+def test_calibrate_out_that_fails_only_when_written(capsys: Cap, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmsim.native.calibrate as calibrate_mod
+    from mmsim.machine import get_machine
+
+    tiny = get_machine("tiny")
+    monkeypatch.setattr(calibrate_mod, "measure", lambda log: {})
+    monkeypatch.setattr(calibrate_mod, "detect_host", lambda: tiny)
+    monkeypatch.setattr(calibrate_mod, "build_machine", lambda raw, host, prev: (tiny, []))
+    assert "allowed: a writable file path (No such file or directory; nothing was saved)" in error_line(
+        capsys, "calibrate", "--out", "/proc/h.yaml")

@@ -604,15 +604,38 @@ def _measured_caches(m: Machine, chase: dict[str, Any], notes: list[str], meas: 
 
 
 def _check_writable(target: Path) -> None:
-    """Fail before measuring when the YAML could not be written."""
+    """Fail before measuring when the YAML could not be written: a directory, a device or FIFO (a FIFO blocked
+    the write after the measurements), a name too long or a stat error (a traceback before), a directory
+    that cannot be created or written."""
+    import stat
+
     from mmsim.errors import UserError
 
-    if target.is_dir():
+    def bad(why: str) -> UserError:
+        return UserError("--out", str(target), f"a writable file path ({why})")
+
+    if "\x00" in str(target):
+        raise bad("without NUL bytes")
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise bad(e.strerror or type(e).__name__) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise UserError("--out", str(target), "a file path (it is a directory)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise bad("a regular file, not a device or FIFO")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError("--out", str(target), f"a path whose directory can be created ({e.strerror})") from None
+    try:
+        most = os.pathconf(target.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    if len(os.fsencode(target.name)) > most:
+        raise bad(f"File name too long: at most {most} bytes")
     if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError("--out", str(target), "a writable file path")
 
@@ -625,7 +648,13 @@ def calibrate(out: str | Path | None = None, log: Callable[[str], None] = lambda
         raw = measure(log)
     host = detect_host()
     machine, notes = build_machine(raw, host, previous_calibration(target, host))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    yamlio.save_machine(machine, target)
+    try:  # what _check_writable could not foresee (/proc/x.yaml looks writable to root): one line
+        target.parent.mkdir(parents=True, exist_ok=True)
+        yamlio.save_machine(machine, target)
+    except OSError as e:
+        from mmsim.errors import UserError
+
+        raise UserError("--out", str(target), f"a writable file path ({e.strerror or type(e).__name__}; "
+                        "nothing was saved)") from None
     return {"path": str(target), "measurements": raw, "cost": yamlio.machine_to_dict(machine)["cost"],
             "nodes": yamlio.machine_to_dict(machine)["nodes"], "notes": notes}
