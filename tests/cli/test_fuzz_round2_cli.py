@@ -4,7 +4,9 @@ fixes): each case is one stderr line ``mmsim: error: FIELD: ...``, exit 2, befor
 What each case did before: ``-k v3.12+`` (an empty patch component) ran plain v3.12 and ``+x`` ran patch x on an
 empty base name; a sweep, compare, bisect or ``run -r N`` of runs each under ``$MMSIM_MAX_WALL`` ran however
 long they took together (a 3-point sweep of 144 s points: 432 s without a word); ``sweep -p tasks=1,1`` (and
-``-k A -k A``, ``-m M -m M``) ran and showed the same point twice.
+``-k A -k A``, ``-m M -m M``) ran and showed the same point twice; ``-k v3.12+X+X`` listed patch X twice;
+``--store ''`` used the default store; ``results export ''`` was a traceback; ``calibrate --out`` with a name
+too long was a traceback, and a FIFO blocked its write after the measurements.
 """
 
 from __future__ import annotations
@@ -57,6 +59,26 @@ def test_kernel_with_an_empty_part(capsys: Cap, store_path: Path, no_runs: None,
     assert want in error_line(capsys, "bisect", *LOCK, *SERIAL, "-r", "1", "--good", "v3.12", "--bad", kernel)
     assert want in error_line(capsys, "kernels", "show", kernel)
     assert not store_path.exists()
+
+
+@pytest.mark.parametrize("argv, want", [
+    (("-k", "v3.12+e009bb30c8df+e009bb30c8df"), "(v3.12+e009bb30c8df has e009bb30c8df)"),
+    (("-k", "v3.13+e009bb30"), "(v3.13 has e009bb30c8df)"),  # v3.13 has it merged
+    (("-k", "v3.12+e009bb30c8df", "--patch", "e009bb30c8df"), "(v3.12+e009bb30c8df has e009bb30c8df)"),
+])
+def test_a_patch_the_kernel_already_has(capsys: Cap, store_path: Path, no_runs: None, argv: tuple[str, ...],
+                                        want: str) -> None:
+    """It was applied (a no-op) and listed twice in the kernel's patches and label."""
+    err = error_line(capsys, "run", *LOCK, "-m", "tiny", *argv)
+    assert "patch: invalid value" in err and f"allowed: a patch the kernel does not have yet {want}" in err
+    assert not store_path.exists()
+
+
+def test_a_bisect_series_listing_a_patch_twice(capsys: Cap, tmp_path: Path, no_runs: None) -> None:
+    series = tmp_path / "s.yaml"
+    series.write_text("base: v3.12\npatches: [e009bb30c8df, e009bb30c8df]\n")
+    assert "a patch the kernel does not have yet" in error_line(capsys, "bisect", *LOCK, *SERIAL, "-r", "1",
+                                                                "--series", str(series))
 
 
 def test_kernel_names_with_a_plus_still_work(capsys: Cap) -> None:

@@ -807,6 +807,8 @@ def resolve(
     label = k.name
     for pid in patches:
         p = lookup_patch(pid)
+        if p.commit in applied:  # v3.12+X+X, v3.13+e009bb30c8df: was listed (and labelled) twice
+            raise UserError("patch", pid, f"a patch the kernel does not have yet ({label} has {p.commit[:12]})")
         pol.update(p.changes)
         applied.append(p.commit)
         label += f"+{p.commit[:12]}"
