@@ -11,6 +11,7 @@ too long was a traceback, and a FIFO blocked its write after the measurements.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -196,3 +197,15 @@ def test_calibrate_out_that_fails_only_when_written(capsys: Cap, monkeypatch: py
     monkeypatch.setattr(calibrate_mod, "build_machine", lambda raw, host, prev: (tiny, []))
     assert "allowed: a writable file path (No such file or directory; nothing was saved)" in error_line(
         capsys, "calibrate", "--out", "/proc/h.yaml")
+
+
+# -- a valid run that was a traceback ------------------------------------------------------------------------------
+
+def test_hugetlb_children_reserving_at_once(capsys: Cap) -> None:
+    """Two children's mmap()s gathered surplus pages at the same time, each counting the same free pages
+    (gather_surplus_pages without its retry): 508 pages for 512 reservations, and a reserved fault found no
+    free page (RuntimeError: generator raised StopIteration, a traceback)."""
+    assert main(["run", "vm-scalability/anon-w-seq-hugetlb", "-m", "tiny", "-p", "nr_task=2", "-p", "runtime=1",
+                 "-p", "nr_hugepages=4", "-p", "size=auto", "--no-store", "--no-progress", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["vmstat"]["htlb_buddy_alloc_success"] == 508  # 2 x 256 pages: the 4 static pages + 508 surplus

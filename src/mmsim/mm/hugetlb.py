@@ -276,19 +276,29 @@ class HugetlbPool:
             return True
         self.lock.release(task)
         got: list[int] = []
-        for _ in range(needed):  # gather_surplus_pages drops hugetlb_lock to allocate
-            nd = yield from self.alloc_surplus_huge_page(task)
-            if nd < 0:  # over nr_overcommit_hugepages: give back what was allocated, -ENOMEM
-                for x in got:
-                    yield from self.free_huge_page(task, x)
-                return False
-            got.append(nd)
-        yield self.lock.acquire(task)
-        for nd in got:  # enqueue_huge_page: the new pages are free (and now reserved)
+        while needed > 0:  # gather_surplus_pages drops hugetlb_lock to allocate
+            for _ in range(needed):
+                nd = yield from self.alloc_surplus_huge_page(task)
+                if nd < 0:  # over nr_overcommit_hugepages: give back what was allocated, -ENOMEM
+                    for x in got:
+                        yield from self.free_huge_page(task, x)
+                    return False
+                got.append(nd)
+            yield self.lock.acquire(task)
+            # retry: another mapping may have reserved meanwhile (two children's mmaps at once each counted
+            # the same free pages: the pool ended with fewer free pages than reservations, a reserved fault
+            # then found none)
+            needed = self.resv_huge_pages + delta - (self.free_huge_pages + len(got))
+            if needed > 0:
+                self.lock.release(task)
+        keep = max(0, needed + len(got))  # the pages still wanted (others' gathering may have covered some)
+        for nd in got[:keep]:  # enqueue_huge_page: the new pages are free (and now reserved)
             self.free_huge_pages += 1
             self.free_node[nd] += 1
         self.resv_huge_pages += delta
         self.lock.release(task)
+        for nd in got[keep:]:  # "Free unnecessary surplus pages to the buddy allocator"
+            yield from self.free_huge_page(task, nd)
         return True
 
     def _take_free(self, n: int, node: int = 0) -> list[int]:
