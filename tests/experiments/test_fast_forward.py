@@ -55,12 +55,13 @@ def test_fast_agrees_with_exact_within_2_percent() -> None:
     el_e = exact.metrics["thp_memscale.elapsed_seconds"]
     el_f = fast.metrics["thp_memscale.elapsed_seconds"]
     assert _rel(el_e, el_f) < 0.02
-    # The reported 95% CI counts only the rate noise inside the windows; the difference to exact was 1.24x
-    # its half-width (0.47% vs 0.37%) until session 16, and is 1.99x since the rwsem's woken writer races
-    # for mmap_sem (0.36% vs 0.18%; docs/performance.md, session 16), at full scale 1.7x: it understates
-    # the error. The bound records the measured understatement (fails if the CI narrows or the error grows).
+    # Issue 20: the result within its own reported 95% CI. Until session 32 the CI added the skips in
+    # quadrature as independent and understated the error (1.24x its half-width until session 16, 1.99x
+    # after); since, a group of skips is as uncertain as its windows' mean under long-range dependence, and
+    # a group of fewer than three windows (this write phase on tiny) takes its skips at no less than the
+    # steady test's tolerance, fully correlated (docs/performance.md, session 32): +38 us against +-239 us.
     ci = fast.sim["elapsed_ci95_seconds"]
-    assert 0 < ci and abs(el_f - el_e) <= 2.5 * ci
+    assert 0 < ci and abs(el_f - el_e) <= ci
     for k in ("task-clock", "cycles", "instructions", "cache-misses"):
         assert _rel(exact.perf[k], fast.perf[k]) < 0.02, k
     assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.02
@@ -90,8 +91,10 @@ def test_node_check_fast_agrees_with_exact(kernel: str) -> None:
     windows that agree (mmsim.metrics.sampling, step 3). Measured on tiny (fast - exact, relative): v3.12
     elapsed -0.06%, task-clock +0.00%, page_table_lock wait share +0.12%, mmap_sem -0.00%; v3.13 elapsed
     +0.21%, task-clock +0.30%, split PMD lock +0.17%, mmap_sem -0.30% (session 21, one window: +1.06% and
-    +2.29%; session 22 before the two-window rule: -25.8% and -36.6%). The reported 95% CI is ~0 here (the
-    windows' batches are all alike): it does not cover these errors, and is not asserted. Until session 30
+    +2.29%; session 22 before the two-window rule: -25.8% and -36.6%). The reported 95% CI was ~0 here until
+    session 32 (one skip, whose window's batches are all alike); since, a single skip is uncertain by at least
+    the steady test's tolerance, and the CI is asserted (v3.12 +15 us within +-5.2 ms, v3.13 +94 us within
+    +-0.87 ms). Until session 30
     the bounds were what had been measured (elapsed within 0.5%, the rest within 1%); session 30's split-level
     instructions (mm/costs.py "expand/level": every allocation section a little longer) moved the threads'
     phases and v3.13's errors to elapsed +1.20%, task-clock +1.39%, split PMD lock +1.39%, mmap_sem -1.37%,
@@ -103,6 +106,7 @@ def test_node_check_fast_agrees_with_exact(kernel: str) -> None:
     assert fast.sim["events"] < 0.6 * exact.sim["events"]
     el_e, el_f = (r.metrics["thp_memscale.elapsed_seconds"] for r in (exact, fast))
     assert _rel(el_e, el_f) < 0.02
+    assert abs(el_f - el_e) <= fast.sim["elapsed_ci95_seconds"]
     lock = "&mm->page_table_lock" if kernel == "v3.12" else "ptlock_ptr(pmd page)"
     assert _rel(exact.lock_wait_share(lock), fast.lock_wait_share(lock)) < 0.02
     assert _rel(exact.lock_wait_share("&mm->mmap_sem"), fast.lock_wait_share("&mm->mmap_sem")) < 0.02

@@ -36,14 +36,17 @@ windows, cache clocks) stays consistent, and the run is simply shorter by
 the skipped operations. The arithmetic is deterministic: the same seed
 gives byte-identical results.
 
-**CI.** Each window's batch durations per operation give a Student-t 95%
-half-width ``h`` of the mean time per operation (relative), raised to the
-drift between the window and the one before it (step 3) where that is larger;
-the skipped time is uncertain by ``h x F``; independent windows add in quadrature. Reported as
-``elapsed_ci95_seconds`` (half-width) next to the elapsed time. It counts only
-the rate noise inside each window: measured against ``--exact`` it
-understates the error (the difference was 1.2x and 1.7x the half-width on
-the two cases of docs/performance.md).
+**CI.** The windows are one contiguous stretch of engine time (a skip does not move the clock), and a
+contended run's rate has long-range dependence (docs/performance.md, session 32: the order in which the
+threads meet at a shared line keeps a pattern for milliseconds), so the skips' errors are correlated. Per
+group of skips (one skip ratio: one kind of steady region), :func:`lrd_rel_se` estimates the relative
+standard error of the mean of its windows' rates by the variance-time method, and the group's 95%
+half-width is ``t(n-1) x`` that ``x`` its skipped time; never less than the skips' own half-widths in
+quadrature (each window's batch noise ``h``, or its drift from the window before, step 3), and with fewer
+than three windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
+Groups add in quadrature. Reported as
+``elapsed_ci95_seconds`` (half-width) next to the elapsed time. Until session 32 the skips were added in
+quadrature as independent, which understated the error 2-5x.
 
 ``--exact`` (``RunSpec.exact``) turns this off: every operation is an event.
 """
@@ -75,6 +78,37 @@ def t975(df: int) -> float:
 
 
 T975_7 = t975(BATCHES - 1)
+
+
+def lrd_rel_se(rates: list[float]) -> float:
+    """The relative standard error of the mean of ``rates``, a contiguous series that may have long-range
+    dependence (the variance-time method: Beran, *Statistics for Long-Memory Processes*, 1994, ch. 4). The
+    variance of the means of blocks of 1, 2, 4, ... consecutive values (while at least three blocks remain),
+    relative to the mean squared, is fitted against the block size on log-log axes; the slope, clamped to
+    [-1, 0] (-1: independent values, the usual s^2 / n; 0: one regime throughout, no averaging), carries the
+    fit to a block of all ``n``. Needs ``n >= 3``; 0.0 for a constant series."""
+    n = len(rates)
+    mu = sum(rates) / n
+    pts: list[tuple[float, float]] = []
+    m = 1
+    while n // m >= 3:
+        k = n // m
+        b = [sum(rates[i * m:(i + 1) * m]) / m for i in range(k)]
+        bm = sum(b) / k
+        v = sum((x - bm) ** 2 for x in b) / (k - 1) / (mu * mu)
+        if v <= 0.0:
+            break
+        pts.append((math.log(m), math.log(v)))
+        m *= 2
+    if not pts:
+        return 0.0
+    if len(pts) == 1:
+        return math.sqrt(math.exp(pts[0][1]) / n)  # one block size: independent values assumed
+    xm = sum(x for x, _ in pts) / len(pts)
+    ym = sum(y for _, y in pts) / len(pts)
+    slope = sum((x - xm) * (y - ym) for x, y in pts) / sum((x - xm) ** 2 for x, _ in pts)
+    slope = min(0.0, max(-1.0, slope))
+    return math.sqrt(math.exp(ym + slope * (math.log(n) - xm)))
 
 WAIT, WINDOW, SKIPPING = range(3)
 
@@ -249,8 +283,9 @@ class FastForward:
         self.windows_discarded = 0
         self.windows_unsteady = 0  # windows that did not agree with the one before (step 3)
         self._ref: tuple[float, float] | None = None  # (ns per operation, its relative 95% half-width)
-        self._var_ns2 = 0.0
-        self._skip_var: list[tuple[int, float]] = []  # (engine time of each skip, its variance in ns^2)
+        # per skip: (engine time, its group: the skip ratio, the window's ns per operation, the skipped ns, the
+        # skip's own 95% half-width in ns)
+        self._skips: list[tuple[int, float, float, int, float]] = []
 
     def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None) -> None:
         """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
@@ -350,7 +385,8 @@ class FastForward:
         # the skip's relative uncertainty: the window's own batch noise, or the drift between the two
         # windows, whichever is larger (a deterministic steady state has almost no batch noise)
         h = max(h, drift)
-        f = min(self.ratio.get(j, self.skip_ratio) for j in d) * w
+        ratio = min(self.ratio.get(j, self.skip_ratio) for j in d)
+        f = ratio * w
         # same_ops: every thread at the window's mean rate, so that their relative positions are kept
         per = total / len(d)
         for j, dj in d.items():
@@ -370,20 +406,35 @@ class FastForward:
         self.skipped_ops += skipped
         self.detailed_window_ops += total
         self.cycles += 1
-        self._var_ns2 += (h * fns) ** 2
-        self._skip_var.append((t1, (h * fns) ** 2))
+        self._skips.append((t1, ratio, per_op, fns, h * fns))
         self.pending = {j: k for j, k in n.items() if k}
         if self.pending:
             self.state = SKIPPING
 
     @property
     def ci95_ns(self) -> float:
-        """95% half-width of the elapsed time's sampling error, in ns."""
-        return math.sqrt(self._var_ns2)
+        """95% half-width of the elapsed time's sampling error, in ns (the module docstring's **CI**)."""
+        return self.ci95_ns_since(-1)
 
     def ci95_ns_since(self, t: int) -> float:
         """The same half-width over the skips made at engine time ``t`` or later (a counted stretch)."""
-        return math.sqrt(sum(v for at, v in self._skip_var if at >= t))
+        groups: dict[float, list[tuple[float, int, float]]] = {}
+        for at, g, per_op, fns, hw in self._skips:
+            if at >= t:
+                groups.setdefault(g, []).append((per_op, fns, hw))
+        var = 0.0
+        for g in sorted(groups):
+            sk = groups[g]
+            quad = math.sqrt(sum(hw * hw for _, _, hw in sk))
+            if len(sk) < 3:
+                # too few windows to see their correlation or their spread: fully correlated, each at least the
+                # drift the steady test accepts (a window whose batches are all alike has h = 0)
+                half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
+            else:
+                se = lrd_rel_se([p for p, _, _ in sk])
+                half = max(quad, t975(len(sk) - 1) * se * sum(f for _, f, _ in sk))
+            var += half * half
+        return math.sqrt(var)
 
     def report(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,70 @@
+"""The fast mode's confidence interval (mmsim.metrics.sampling, docs/performance.md session 32): a group of
+skips is as uncertain as the mean of its windows' rates, which may have long-range dependence."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from mmsim.metrics.counters import Counters
+from mmsim.metrics.sampling import STEADY_TOL, FastForward, lrd_rel_se, t975
+
+
+def test_independent_rates_average_as_one_over_sqrt_n() -> None:
+    """Independent windows: the standard error of their mean is sd / sqrt(n) (the fitted slope is ~-1)."""
+    rng = random.Random(1)
+    n = 64
+    rates = [100.0 * (1.0 + 0.03 * rng.gauss(0.0, 1.0)) for _ in range(n)]
+    mu = sum(rates) / n
+    sd = math.sqrt(sum((r - mu) ** 2 for r in rates) / (n - 1)) / mu
+    se = lrd_rel_se(rates)
+    assert 0.6 * sd / math.sqrt(n) < se < 1.6 * sd / math.sqrt(n)
+
+
+def test_a_persistent_regime_does_not_average_out() -> None:
+    """Two regimes, each holding for half of the windows (the long-range dependence of a convoy's order):
+    block means do not converge, the slope is ~0, and the error of the mean stays near one window's spread,
+    far above sd / sqrt(n)."""
+    rng = random.Random(2)
+    n = 64
+    rates = [(103.0 if i < n // 2 else 97.0) + 0.3 * rng.gauss(0.0, 1.0) for i in range(n)]
+    mu = sum(rates) / n
+    sd = math.sqrt(sum((r - mu) ** 2 for r in rates) / (n - 1)) / mu
+    se = lrd_rel_se(rates)
+    assert se > 3 * sd / math.sqrt(n)
+    assert se <= sd * 1.5
+
+
+def test_a_constant_series_has_no_error() -> None:
+    assert lrd_rel_se([130.0] * 10) == 0.0
+
+
+def _controller(skips: list[tuple[int, float, float, int, float]]) -> FastForward:
+    ff = FastForward(lambda: 0, Counters(1), {}, 1, window_ops=8, skip_ratio=9.0, warm=0, tail=0)
+    ff._skips = skips
+    return ff
+
+
+def test_groups_add_in_quadrature_and_small_groups_count_linearly() -> None:
+    """Fewer than three windows: their skips' half-widths, each at least STEADY_TOL of its skip, summed (no
+    correlation can be seen); groups (skip ratios) in quadrature; ``ci95_ns_since`` keeps the later skips."""
+    one = _controller([(10, 9.0, 100.0, 1000, 0.0)])
+    assert one.ci95_ns == pytest.approx(STEADY_TOL * 1000)
+    two = _controller([(10, 9.0, 100.0, 1000, 50.0), (20, 9.0, 101.0, 1000, 5.0)])
+    assert two.ci95_ns == pytest.approx(50.0 + STEADY_TOL * 1000)
+    assert two.ci95_ns_since(15) == pytest.approx(STEADY_TOL * 1000)
+    both = _controller([(10, 9.0, 100.0, 1000, 50.0), (20, 49.0, 100.0, 4000, 0.0)])
+    assert both.ci95_ns == pytest.approx(math.hypot(50.0, STEADY_TOL * 4000))
+
+
+def test_a_group_of_windows_takes_its_mean_rates_error() -> None:
+    """Three or more windows: t(n-1) x the relative error of their mean x the group's skipped time, and never
+    less than the skips' own half-widths in quadrature."""
+    rates = [100.0, 104.0, 98.0, 103.0, 97.0, 101.0]
+    sk = [(i, 9.0, r, 1000, 1.0) for i, r in enumerate(rates)]
+    ff = _controller(sk)
+    assert ff.ci95_ns == pytest.approx(t975(5) * lrd_rel_se(rates) * 6000)
+    quiet = _controller([(i, 9.0, 100.0, 1000, 30.0) for i in range(4)])  # identical rates, noisy windows
+    assert quiet.ci95_ns == pytest.approx(math.sqrt(4) * 30.0)
