@@ -144,3 +144,15 @@ def remember(outcomes: list[Outcome]) -> None:
     its ``mmsim reproduce ID`` lines and tests/experiments' slow tests then reuse its runs."""
     for o in outcomes:
         _OUTCOMES.setdefault(o.id, o)
+
+
+def cli_error_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one error line of ``mmsim ARGV``, which must exit 2 (and print no progress line before it): the
+    bad-input contract of docs/reliability.md."""
+    from mmsim.cli import main
+
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("mmsim: error: "), (code, err[:500])
+    return err
+

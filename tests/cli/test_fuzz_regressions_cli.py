@@ -20,6 +20,7 @@ import pytest
 import mmsim.cli_workflow as cli_workflow
 import mmsim.experiments.reproduce as reproduce_mod
 import mmsim.experiments.run as run_mod
+from conftest import cli_error_line
 from mmsim.cli import main
 
 Cap = pytest.CaptureFixture[str]
@@ -29,12 +30,7 @@ MAX_SEED = 2**63 - 1
 LONG_NAME = "x" * 300  # over NAME_MAX (255)
 
 
-def error_line(capsys: Cap, *argv: str) -> str:
-    """The one error line of ``mmsim ARGV``, which must exit 2 (and print no progress line before it)."""
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith("mmsim: error: "), (code, err[:500])
-    return err
+error_line = cli_error_line
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import pytest
 
 import mmsim.experiments.executors as executors_mod
 import mmsim.experiments.run as run_mod
+from conftest import cli_error_line
 from mmsim.cli import main
 from mmsim.errors import UserError
 from mmsim.experiments import guard
@@ -28,12 +29,7 @@ LOCK = ("lockstress", "-p", "tasks=2", "-p", "iterations=50")
 SERIAL = ("--executor", "serial")
 
 
-def error_line(capsys: Cap, *argv: str) -> str:
-    """The one error line of ``mmsim ARGV``, which must exit 2 (and print no progress line before it)."""
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith("mmsim: error: "), (code, err[:500])
-    return err
+error_line = cli_error_line
 
 
 @pytest.fixture
