@@ -105,8 +105,9 @@ def bisect(workload: str, good: str | None = None, bad: str | None = None, serie
 
 
 def reproduce(ids: list[str] | None = None, seed: int = 0, store: Any = True,
-              progress: ProgressHook | None = None) -> list[Outcome]:
-    """``mmsim reproduce``: the seed experiments at published scale (minutes each)."""
+              progress: ProgressHook | None = None, noise: bool = False) -> list[Outcome]:
+    """``mmsim reproduce``: the seed experiments at published scale (minutes each); ``noise``: with the
+    modelled run-to-run variation (``--noise``)."""
     from mmsim.experiments.reproduce import reproduce as _reproduce
 
-    return _reproduce(ids, seed, _store(store), progress)
+    return _reproduce(ids, seed, _store(store), progress, noise=noise)

@@ -351,10 +351,13 @@ def reproduce_cmd(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Processes for the arms (default: the CPUs; 1 = serial).")
     ] = None,
+    noise: cli_workflow.NoiseOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run both arms of the seed experiments: published vs simulated vs band. Every arm's run is
-    kept in the results store unless --no-store.
+    kept in the results store unless --no-store. With --noise (and --seed N for another draw) every
+    arm has the modelled timer ticks, device IRQs and start skew: whether a result depends on a
+    noiseless run's lock-step.
 
     Exits 0 when the experiments ran, also when a result lands outside its
     band: that is reported in the verdict (and as "ok": false in JSON), not
@@ -366,6 +369,8 @@ def reproduce_cmd(
 
     view = ProgressView("reproduce", progress)
     extra: dict[str, Any] = {"exact": True} if exact else {}
+    if noise:
+        extra["noise"] = True
     if workers is not None:
         extra["workers"] = workers
     with cli_workflow.guard_limits(max_events, max_memory, force), view:

@@ -79,3 +79,21 @@ def test_every_arm_has_a_measured_weight() -> None:
     registered = {(e, a) for e, exp in rp.EXPERIMENTS.items() for a in exp.arms}
     listed = {(e, a) for e, arms in rp._ARM_WEIGHTS.items() for a in arms}
     assert registered == listed
+
+
+def test_noise_reaches_every_arm_and_its_summary(three_arms: str) -> None:
+    """``reproduce --noise``: each arm runs with the modelled variation drawn from the seed (its summary says
+    which draw), a noiseless reproduce says nothing of it, and the same seed gives the same results."""
+    from mmsim.experiments.run import NOISE_SOURCES
+
+    (quiet,) = rp.reproduce([three_arms], seed=1, workers=1)
+    (noisy,) = rp.reproduce([three_arms], seed=1, workers=1, noise=True)
+    (again,) = rp.reproduce([three_arms], seed=1, workers=1, noise=True)
+    assert all(r.noise == NOISE_SOURCES for r in noisy.arms.values())
+    assert all(not r.noise for r in quiet.arms.values())
+    arms = noisy.to_dict()["arms"]
+    assert all(a["noise"] == NOISE_SOURCES and a["seed"] == 1 for a in arms.values())
+    assert all("noise" not in a for a in quiet.to_dict()["arms"].values())
+    assert noisy.to_dict()["simulated"] == again.to_dict()["simulated"]  # the same draw (wall time aside)
+    assert all(noisy.arms[k].metrics == again.arms[k].metrics for k in noisy.arms)
+    assert quiet.to_dict()["simulated"] != noisy.to_dict()["simulated"]  # the interrupts land in the runs

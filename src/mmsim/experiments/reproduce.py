@@ -132,6 +132,7 @@ def _arm_summary(r: RunResult) -> dict[str, Any]:
         "perf": r.perf,
         "profile": r.profile[:5],
         "sim": r.sim,
+        **({"noise": r.noise, "seed": r.seed} if r.noise else {}),  # reproduce --noise: which draw
     }
 
 
@@ -173,6 +174,7 @@ def reproduce(
     progress: ProgressHook | None = None,
     exact: bool = False,
     workers: int | None = None,
+    noise: bool = False,
 ) -> list[Outcome]:
     """Run every arm of each named experiment (all when ``ids`` is empty); each arm's run is put
     into ``store`` when given, and ``progress`` hears each arm's start and end.
@@ -181,7 +183,10 @@ def reproduce(
     processes, default: the CPUs this process may use; 1 = in this process,
     in order), longest first. A run depends only on its spec and seed, so the
     results are the same on any number of workers. ``exact``: every operation
-    an event (no fast-forward, :mod:`mmsim.metrics.sampling`). On a pool, an
+    an event (no fast-forward, :mod:`mmsim.metrics.sampling`). ``noise``: every arm with the modelled
+    run-to-run variation (timer ticks, device interrupts, start skew: docs/noise.md), drawn from ``seed``;
+    without it a run is free of them, and a run of identical threads can lock into a periodic order that
+    real machines' interrupts break (docs/performance.md, session 32). On a pool, an
     arm "starts" when a worker is free for it (the pool takes the queue in
     order).
     """
@@ -196,7 +201,7 @@ def reproduce(
     jobs: list[tuple[str, str, RunSpec]] = []
     for n in names:
         for arm, spec in EXPERIMENTS[n].arms.items():
-            jobs.append((n, arm, RunSpec(**{**spec.__dict__, "seed": seed, "exact": exact})))
+            jobs.append((n, arm, RunSpec(**{**spec.__dict__, "seed": seed, "exact": exact, "noise": noise})))
     # validate and apply the guard to every arm before any runs
     canon = [executors.canonical(spec, wall_limit=False) for _, _, spec in jobs]  # fixed arms (guard.check)
     # an arm whose canonical spec another arm already has (pcp-free-high's patched arm is pcp-series' p3) runs
