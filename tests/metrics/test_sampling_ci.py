@@ -9,7 +9,7 @@ import random
 import pytest
 
 from mmsim.metrics.counters import Counters
-from mmsim.metrics.sampling import STEADY_TOL, FastForward, lrd_rel_se, t975
+from mmsim.metrics.sampling import LRD_MIN, STEADY_TOL, FastForward, lrd_rel_se, t975
 
 
 def test_independent_rates_average_as_one_over_sqrt_n() -> None:
@@ -37,8 +37,9 @@ def test_a_persistent_regime_does_not_average_out() -> None:
     assert se <= sd * 1.5
 
 
-def test_a_constant_series_has_no_error() -> None:
+def test_a_constant_series_or_one_too_short_to_fit_has_no_estimate() -> None:
     assert lrd_rel_se([130.0] * 10) == 0.0
+    assert lrd_rel_se([100.0, 104.0, 98.0, 103.0, 97.0]) == 0.0  # blocks of 2: only two
 
 
 def _controller(skips: list[tuple[int, float, float, int, float]]) -> FastForward:
@@ -48,8 +49,8 @@ def _controller(skips: list[tuple[int, float, float, int, float]]) -> FastForwar
 
 
 def test_groups_add_in_quadrature_and_small_groups_count_linearly() -> None:
-    """Fewer than three windows: their skips' half-widths, each at least STEADY_TOL of its skip, summed (no
-    correlation can be seen); groups (skip ratios) in quadrature; ``ci95_ns_since`` keeps the later skips."""
+    """Fewer than LRD_MIN windows: their skips' half-widths, each at least STEADY_TOL of its skip, summed (no
+    correlation can be fitted); groups (skip ratios) in quadrature; ``ci95_ns_since`` keeps the later skips."""
     one = _controller([(10, 9.0, 100.0, 1000, 0.0)])
     assert one.ci95_ns == pytest.approx(STEADY_TOL * 1000)
     two = _controller([(10, 9.0, 100.0, 1000, 50.0), (20, 9.0, 101.0, 1000, 5.0)])
@@ -57,6 +58,8 @@ def test_groups_add_in_quadrature_and_small_groups_count_linearly() -> None:
     assert two.ci95_ns_since(15) == pytest.approx(STEADY_TOL * 1000)
     both = _controller([(10, 9.0, 100.0, 1000, 50.0), (20, 49.0, 100.0, 4000, 0.0)])
     assert both.ci95_ns == pytest.approx(math.hypot(50.0, STEADY_TOL * 4000))
+    five = _controller([(i, 9.0, 100.0 + i, 1000, 1.0) for i in range(LRD_MIN - 1)])
+    assert five.ci95_ns == pytest.approx((LRD_MIN - 1) * STEADY_TOL * 1000)
 
 
 def test_a_group_of_windows_takes_its_mean_rates_error() -> None:
@@ -66,5 +69,5 @@ def test_a_group_of_windows_takes_its_mean_rates_error() -> None:
     sk = [(i, 9.0, r, 1000, 1.0) for i, r in enumerate(rates)]
     ff = _controller(sk)
     assert ff.ci95_ns == pytest.approx(t975(5) * lrd_rel_se(rates) * 6000)
-    quiet = _controller([(i, 9.0, 100.0, 1000, 30.0) for i in range(4)])  # identical rates, noisy windows
-    assert quiet.ci95_ns == pytest.approx(math.sqrt(4) * 30.0)
+    quiet = _controller([(i, 9.0, 100.0, 1000, 30.0) for i in range(LRD_MIN)])  # identical rates, noisy windows
+    assert quiet.ci95_ns == pytest.approx(math.sqrt(LRD_MIN) * 30.0)

@@ -43,7 +43,7 @@ group of skips (one skip ratio: one kind of steady region), :func:`lrd_rel_se` e
 standard error of the mean of its windows' rates by the variance-time method, and the group's 95%
 half-width is ``t(n-1) x`` that ``x`` its skipped time; never less than the skips' own half-widths in
 quadrature (each window's batch noise ``h``, or its drift from the window before, step 3), and with fewer
-than three windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
+than :data:`LRD_MIN` windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
 Groups add in quadrature. Reported as
 ``elapsed_ci95_seconds`` (half-width) next to the elapsed time. Until session 32 the skips were added in
 quadrature as independent, which understated the error 2-5x.
@@ -80,13 +80,19 @@ def t975(df: int) -> float:
 T975_7 = t975(BATCHES - 1)
 
 
+# The fewest windows whose correlation :func:`lrd_rel_se` can fit: blocks of 1 and of 2 windows, each at least
+# three blocks. A smaller group of skips is taken as fully correlated (FastForward.ci95_ns_since).
+LRD_MIN = 6
+
+
 def lrd_rel_se(rates: list[float]) -> float:
     """The relative standard error of the mean of ``rates``, a contiguous series that may have long-range
     dependence (the variance-time method: Beran, *Statistics for Long-Memory Processes*, 1994, ch. 4). The
     variance of the means of blocks of 1, 2, 4, ... consecutive values (while at least three blocks remain),
     relative to the mean squared, is fitted against the block size on log-log axes; the slope, clamped to
     [-1, 0] (-1: independent values, the usual s^2 / n; 0: one regime throughout, no averaging), carries the
-    fit to a block of all ``n``. Needs ``n >= 3``; 0.0 for a constant series."""
+    fit to a block of all ``n``. Needs :data:`LRD_MIN` values (two block sizes to fit); 0.0 for a constant
+    series."""
     n = len(rates)
     mu = sum(rates) / n
     pts: list[tuple[float, float]] = []
@@ -100,10 +106,8 @@ def lrd_rel_se(rates: list[float]) -> float:
             break
         pts.append((math.log(m), math.log(v)))
         m *= 2
-    if not pts:
+    if len(pts) < 2:
         return 0.0
-    if len(pts) == 1:
-        return math.sqrt(math.exp(pts[0][1]) / n)  # one block size: independent values assumed
     xm = sum(x for x, _ in pts) / len(pts)
     ym = sum(y for _, y in pts) / len(pts)
     slope = sum((x - xm) * (y - ym) for x, y in pts) / sum((x - xm) ** 2 for x, _ in pts)
@@ -426,9 +430,9 @@ class FastForward:
         for g in sorted(groups):
             sk = groups[g]
             quad = math.sqrt(sum(hw * hw for _, _, hw in sk))
-            if len(sk) < 3:
-                # too few windows to see their correlation or their spread: fully correlated, each at least the
-                # drift the steady test accepts (a window whose batches are all alike has h = 0)
+            if len(sk) < LRD_MIN:
+                # too few windows to see their correlation: fully correlated, each at least the drift the steady
+                # test accepts (a window whose batches are all alike has h = 0)
                 half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
             else:
                 se = lrd_rel_se([p for p, _, _ in sk])
