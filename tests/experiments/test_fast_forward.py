@@ -10,6 +10,7 @@ mode. The full-scale table is in docs/performance.md
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from mmsim.experiments.run import RunResult, RunSpec, run
 from mmsim.locks.base import CacheLine
 from mmsim.machine import get_machine
 from mmsim.metrics.counters import Counters, LockStat
-from mmsim.metrics.sampling import FastForward
+from mmsim.metrics.sampling import LINE_COUNTS, FastForward
 
 # 8 threads x 16m, THP off: 8 x 3,907 4 KiB faults, a steady state of ~3,900 faults per thread; without the
 # node check (its own region: test_node_check_fast_agrees_with_exact)
@@ -130,9 +131,17 @@ def test_extrapolate_scales_every_additive_counter() -> None:
     t = [0]
     ff = FastForward(lambda: t[0], c, locks, 1, window_ops=8, skip_ratio=3.0, warm=1, tail=2)
     ff.register(1, 100, 0)
+    line.add_spinner(2)  # CPUs 2 and 3 spin on the line: every write sets off a storm
+    line.add_spinner(3)
+    other = CacheLine(get_machine("tiny"), owner=0)
+    counts = operator.attrgetter(*LINE_COUNTS)
+    seen = []  # the line's counters before each poll
     for pos in range(0, 30):  # one op per 10 ns, 5 ns of busy time and one lock acquisition each
         t[0] = 10 * pos
+        seen.append(counts(line))
         k = ff.poll(1, pos)
+        if counts(line) != seen[-1]:
+            at_skip, extrapolated = seen[-1], counts(line)  # the window ended (and was extrapolated) here
         if k:
             # windows of ops 1..9 (8 ops, 80 ns: the reference) and 9..17 (the same rate), then a skip of
             # 3 x 80 ns = 24 ops
@@ -142,9 +151,8 @@ def test_extrapolate_scales_every_additive_counter() -> None:
         locks["l"].note_acquire(pos % 2, (pos - 1) % 2)  # every acquisition a bounce
         locks["l"].note_hold(4)
         read.note_acquire(0, 0)
-        line.writes += 1  # and one write to the lock's line with a storm of 2 spinners, 7.5 ns of stall
-        line.sspin += 2
-        line.sstall += 7.5
+        line.write(pos % 2, 1000 * pos)  # and one write to the lock's line (apart: no queueing)
+        other.write(pos % 2, 1000 * pos)  # a line no lock class has
     assert ff.skipped_ns == 240
     assert ff.skipped_ops == 24
     assert ff.windows_unsteady == 1 and ff.cycles == 1
@@ -157,8 +165,15 @@ def test_extrapolate_scales_every_additive_counter() -> None:
     cols = locks["l"].columns()
     assert (cols["acq-bounces"], cols["holdtime-total"], cols["holdtime-avg"]) == (18 + 3 * 8, 4 * (18 + 3 * 8), 4.0)
     assert read.acquisitions == 18 + 3 * 8
-    # the lock's cache line with it (docs/locks.md, session 27)
-    assert (line.writes, line.sspin, line.sstall) == (18 + 3 * 8, 2 * (18 + 3 * 8), 7.5 * (18 + 3 * 8))
+    # the lock's cache line with it (docs/locks.md, session 27): the window's change x 3 on top, the spinners'
+    # stall unrounded; only the line's writes change its counters (session 33: a line saves them at its first
+    # write of a window, CacheLine.write)
+    assert line.writes == 18 + 3 * 8 and line.storms == 18 + 3 * 8 and line.sspin == 2 * (18 + 3 * 8)
+    assert at_skip == seen[17] and at_skip[0] == 17  # ops 0..16 written, of which 9..16 in the window
+    want = [x + (x - x0) * 3 if f == "sstall" else x + round((x - x0) * 3)
+            for f, x0, x in zip(LINE_COUNTS, seen[9], at_skip, strict=True)]
+    assert list(extrapolated) == want and want[-1] > seen[9][-1] > 0
+    assert other.writes == 18  # not extrapolated
 
 
 def test_skipped_faults_take_their_pages_from_the_allocator() -> None:

@@ -59,6 +59,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from mmsim.locks.base import window_close, window_lines, window_open
 from mmsim.metrics.counters import TASK_CLOCK, Counters, LockStat, distinct_lines
 
 BATCHES = 8
@@ -154,7 +155,7 @@ _line_counts = operator.attrgetter(*LINE_COUNTS)
 class _Snapshot:
     """Every additive counter of a run at one moment."""
 
-    __slots__ = ("perf", "vm", "prof_ns", "prof_insns", "locks", "lines")
+    __slots__ = ("perf", "vm", "prof_ns", "prof_insns", "locks", "lines_gen")
 
     def __init__(self, c: Counters, locks: dict[str, LockStat]) -> None:
         self.perf = [list(p) for p in c.perf]
@@ -162,7 +163,8 @@ class _Snapshot:
         self.prof_ns = [dict(d) for d in c.prof_ns]
         self.prof_insns = [dict(d) for d in c.prof_insns]
         self.locks = {k: _lock_tuple(s) for k, s in locks.items()}
-        self.lines = [(ln, _line_counts(ln)) for ln in distinct_lines(locks)]
+        # the lock classes' lines: each saves its counters at its first write from now on (CacheLine.write)
+        self.lines_gen = window_open()
 
 
 def _scaled(delta: int, r: float) -> int:
@@ -210,13 +212,18 @@ def extrapolate(
                 _scale_counts(side, side0, r)
         for k in sorted(s.extra):
             s.extra[k] += _scaled(s.extra[k] - extra.get(k, 0), r)
-    # the lock classes' cache lines, like lock_stat (a line created during the window started from zero)
-    seen = {id(ln) for ln, _ in a.lines}
-    for ln, v0 in a.lines + [(ln, (0,) * len(LINE_COUNTS)) for ln in distinct_lines(locks) if id(ln) not in seen]:
-        now = _line_counts(ln)
-        if now == v0:
+    # the lock classes' cache lines written in the window, like lock_stat (a line created during the window
+    # starts from zero: its counters were all zero at its first write); a line no lock class has is left alone
+    moved = window_lines(a.lines_gen)
+    classes = set(distinct_lines(locks)) if moved else set()
+    for ln in moved:
+        if ln not in classes:
             continue
-        for f, x0, x in zip(LINE_COUNTS, v0, now, strict=True):
+        l0 = ln._v0
+        now = _line_counts(ln)
+        if now == l0:
+            continue
+        for f, x0, x in zip(LINE_COUNTS, l0, now, strict=True):
             if x != x0:
                 setattr(ln, f, x + ((x - x0) * r if f == "sstall" else _scaled(x - x0, r)))
 
@@ -252,6 +259,7 @@ class FastForward:
         same_ops: bool = False,
     ) -> None:
         self._now = now
+        window_close()  # a window another run left open lists nothing more
         self.same_ops = same_ops
         self.exact_vm = exact_vm
         self.counters = counters
