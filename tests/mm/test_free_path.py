@@ -360,3 +360,24 @@ def test_functional_take_leaves_the_line_state_a_simulated_take_leaves(tiny: Mac
     assert (za.free_pages, a.lines, a.zone_lines) == (zb.free_pages, b.lines, b.zone_lines)
     assert a._fn is None and a._cs == b._cs
     assert len(za.page_owner) == za.owner_cap  # tiny's table holds 256 lines: every case evicts
+
+
+def test_a_functional_take_leaves_the_pcp_pages_lines_as_the_cpus_last_refill(tiny: Machine) -> None:
+    """Session 33: a skip's take writes every skipped page's struct page line, more than ``owner_cap`` (the
+    pages the LLC holds) once a skip is long; it used to push the lines of the pages on the taking CPU's PCP
+    list out of ``page_owner``, so the first allocations after the skip paid a memory miss each. The skipped
+    faults would have refilled that list, so its pages' lines are the CPU's newest writes after the take."""
+    pa = System(tiny, resolve("v6.6"), 0).page_alloc
+    z = pa.zones[0]
+    pcp = pa.pcps[1][z.index]
+    on_pcp = _legacy_take(pa, 0, 31, 1)  # CPU 1's last refill: 31 pages
+    pcp.lists[MIGRATE_MOVABLE].extend((pfn, 0) for pfn in on_pcp)
+    _legacy_take(pa, 0, 40, 2)  # another CPU's writes after it
+    pa.take_functional(0, 0, 3 * z.owner_cap, cpu=1)  # a skip of three LLCs' worth of pages
+    kk = (pa._l2c[1]._clock, pa._l3c[1].advance(pa._engine.now))
+    newest = list(z.page_owner.items())[-len(on_pcp):]
+    assert newest == [(pfn, 1 << 1 | 1) for pfn in on_pcp]
+    assert all(z.page_at[pfn] == kk for pfn in on_pcp)
+    assert len(z.page_owner) == z.owner_cap
+    # CPU 2's PCP (empty) and the other CPUs' pages: only what the take itself wrote is left
+    assert not any(owner >> 1 == 2 for owner in z.page_owner.values())

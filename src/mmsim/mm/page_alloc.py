@@ -472,19 +472,48 @@ class PageAllocator(BuddyLists):
         ``BuddyLists._fn``). ``pfns``, if given,
         receives the first pfn of each block taken, in order."""
         saved, splits = self._cs, self.splits
-        self._fn = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
+        self._fn = kk = (self._l2c[cpu]._clock, self._l3c[cpu].advance(self._engine.now))
         try:
-            self._take(node, order, count, cpu, pfns)
+            used = self._take(node, order, count, cpu, pfns)
         finally:
             self._fn = None
+        for z in used:
+            self._pcp_lines_refilled(z, cpu, kk)
         self._cs, self.splits = saved, splits
         self.counters.vm[cpu][PGALLOC] += count << order
 
-    def _take(self, node: int, order: int, count: int, cpu: int, pfns: list[int] | None) -> None:
+    def _pcp_lines_refilled(self, z: Zone, cpu: int, kk: tuple[float, float]) -> None:
+        """After a functional take by ``cpu`` from ``z``: the ``struct page`` lines of the pages on ``cpu``'s
+        PCP lists of ``z`` as the skipped interval leaves them. The skipped faults would have emptied and
+        refilled those lists (``rmqueue_bulk`` writes each page's line), so at the interval's end the pages on
+        them were written by ``cpu`` in its last refill, after most of the interval's other writes. The skip
+        keeps the lists' pages as they were (their identity does not matter; the allocator's counts do), so
+        their lines are made ``cpu``'s most recent writes here, stamped at the take. Without this the take's
+        own writes (every skipped page's line) pushed them out of ``page_owner`` (``owner_cap``: as many
+        pages as the LLC holds) once a skip took more pages than that, and the first allocations after the skip
+        paid a memory miss per page that no exact run pays (docs/performance.md, session 33)."""
+        pcp = self.pcps[cpu].get(z.index)
+        if pcp is None:
+            return
+        po, at = z.page_owner, z.page_at
+        own = cpu << 1 | 1
+        for lst in pcp.lists:
+            for pfn, _ in lst:
+                po[pfn] = own
+                po.move_to_end(pfn)
+                at[pfn] = kk
+        for _ in range(len(po) - z.owner_cap):
+            at.pop(po.popitem(last=False)[0], None)
+
+    def _take(self, node: int, order: int, count: int, cpu: int, pfns: list[int] | None) -> list[Zone]:
+        """The blocks of :meth:`take_functional`; returns the zones they came from."""
         per = 1 << (MAX_ORDER - order)  # blocks of ``order`` in one MAX_ORDER block
         left = count
+        used: list[Zone] = []
         while left > 0:
             z = self._pick(node, order)
+            if z not in used:
+                used.append(z)
             if (left >= per and z.pristine < z.pristine_end
                     and z.pageblock_mt(z.pristine) == MIGRATE_MOVABLE):
                 if pfns is not None:
@@ -514,6 +543,7 @@ class PageAllocator(BuddyLists):
             if pfns is not None:
                 pfns.append(got[0])
             left -= 1
+        return used
 
     def take_owned_functional(self, node: int, order: int, owner: Any, cpu: int = 0) -> None:
         """:meth:`take_functional` of one block, remembered under ``owner`` for :meth:`free_owned`
