@@ -203,3 +203,23 @@ def test_thp_never_has_only_small_faults() -> None:
     # Every page of the four 1954-page mallocs faults once, and each stack's top page (main's write).
     assert r.perf["page-faults"] == 4 * 1954 + 4
     assert r.vmstat["thp_fault_alloc"] == 0
+
+
+def test_mmap_cache_load_waits_are_cpu_time(tiny: Machine) -> None:
+    """``mm->mmap_cache`` (v3.12): a ``find_vma`` whose load waits for the line another CPU wrote stalls its CPU,
+    so the wait is charged to that CPU as ``find_vma`` (task-clock and the profile), exactly the ns returned
+    (session 33: the callers yielded it uncharged, and the 72-thread arm showed its CPUs idle)."""
+    from mmsim.metrics.events import PerfEvent
+    from mmsim.mm.mmap import MmStruct
+
+    s = System(tiny, resolve("v3.12"), 0)
+    mm = MmStruct(s, home_cpu=0)
+    mc = mm.mmap_cache
+    assert mc is not None
+    a, b = object(), object()
+    c = s.counters
+    assert mc.find_vma(1, a) > 0  # the line starts at CPU 0: a transfer; a miss, CPU 1 stores
+    d = mc.find_vma(2, b)  # CPU 1 wrote it: CPU 2's load waits; a miss again
+    assert d > 0
+    assert c.prof_ns[2]["find_vma"] == d and c.perf[2][PerfEvent.TASK_CLOCK] == d
+    assert mc.find_vma(2, b) == 0 and c.prof_ns[2]["find_vma"] == d  # its own copy: a hit, nothing charged

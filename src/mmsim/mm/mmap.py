@@ -73,6 +73,7 @@ class MmapCache:
     def __init__(self, ctx: Any, home_cpu: int) -> None:
         self.line = CacheLine(ctx.machine, home_cpu)
         self.engine = ctx.engine
+        self.counters = ctx.counters
         self.stat = ctx.stat("mm->mmap_cache", "atomic")
         self.stat.lines.append(self.line)
         self.stat.extra.setdefault("misses", 0)
@@ -80,8 +81,9 @@ class MmapCache:
 
     def find_vma(self, cpu: int, vma: Any) -> int:
         """One ``find_vma`` by ``cpu`` that finds ``vma``: ns its load of ``mm->mmap_cache`` waits (a transfer
-        when another CPU wrote the line since this CPU's copy); on a miss, the store of ``vma`` (a plain store:
-        it retires from the store buffer, so it costs this CPU nothing, but it takes the line)."""
+        when another CPU wrote the line since this CPU's copy), charged to ``cpu`` as ``find_vma`` (a stalled
+        load is CPU time: docs/locks.md, session 33); on a miss, the store of ``vma`` (a plain store: it
+        retires from the store buffer, so it costs this CPU nothing, but it takes the line)."""
         now = self.engine.now
         d = self.line.read(cpu, now)
         st = self.stat
@@ -89,6 +91,7 @@ class MmapCache:
         if d:
             st.contentions += 1
             st.note_wait(d)
+            self.counters.busy(cpu, "find_vma", d)
         if self.vma is not vma:
             self.vma = vma
             st.extra["misses"] += 1
