@@ -275,9 +275,6 @@ class FastForward:
         self.pos: dict[int, int] = {}
         self.cpu: dict[int, int] = {}
         self.ratio: dict[int, float] = {}  # a region's own skip ratio (register), else skip_ratio
-        # per thread, over the windows of its current region: operations done and window ns (its rate, step 4)
-        self._acc_ops: dict[int, int] = {}
-        self._acc_ns: dict[int, int] = {}
         self.steady: set[int] = set()  # threads inside [warm, hi - tail] of their region
         self.gone: set[int] = set()
         self.blocking = nthreads  # threads neither steady nor gone
@@ -315,8 +312,6 @@ class FastForward:
         self.sum_pos += start - old
         self.cpu[i] = cpu
         self.ratio[i] = self.skip_ratio if skip_ratio is None else skip_ratio
-        self._acc_ops[i] = 0
-        self._acc_ns[i] = 0
 
     def _unsteady(self, i: int) -> None:
         if i in self.steady:
@@ -393,10 +388,6 @@ class FastForward:
         mean = sum(durs) / len(durs)
         var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
         h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
-        acc_ops, acc_ns = self._acc_ops, self._acc_ns
-        for j, dj in d.items():
-            acc_ops[j] += dj
-            acc_ns[j] += w
         per_op, ref = w / total, self._ref
         self._ref = (per_op, h)
         if ref is None or (drift := abs(per_op / ref[0] - 1.0)) > max(STEADY_TOL, math.hypot(h, ref[1])):
@@ -408,24 +399,14 @@ class FastForward:
         h = max(h, drift)
         ratio = min(self.ratio.get(j, self.skip_ratio) for j in d)
         f = ratio * w
-        # Each thread's operations per window ns, ``e_j``: the window's total, shared out in proportion to the
-        # threads' rates over all the windows of their regions so far (same_ops: equally, keeping their
-        # relative positions). Not the window's own d_j: its sampling error (~28 operations per thread in a
-        # 72-thread window) would be multiplied by the ratio at each skip and add up over the skips into a
-        # spread of the threads' positions that the exact run does not have, and the elapsed time is the last
-        # thread's end (docs/performance.md, session 34).
-        if self.same_ops:
-            e = dict.fromkeys(d, total / len(d))
-        else:
-            rates = {j: acc_ops[j] / acc_ns[j] for j in d}
-            rsum = sum(rates.values())
-            e = {j: total * rt / rsum for j, rt in rates.items()}
-        for j, ej in e.items():
+        # same_ops: every thread at the window's mean rate, so that their relative positions are kept
+        per = total / len(d)
+        for j, dj in d.items():
             room = self.hi[j] - self.tail - self.pos[j]
-            f = min(f, room * w / ej)
+            f = min(f, room * w / (per if self.same_ops else dj))
         if f < w:  # not worth a skip (a thread is near its tail): go on in detail
             return
-        n = {j: round(ej * f / w) for j, ej in e.items()}
+        n = {j: round((per if self.same_ops else dj) * f / w) for j, dj in d.items()}
         skipped = sum(n.values())
         r = skipped / total
         assert self._snap is not None
