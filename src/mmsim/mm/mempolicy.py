@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from mmsim.engine.core import PARK
 from mmsim.errors import UserError
+from mmsim.mm.costs import path
+from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
 
 PAGE_SHIFT = 12
 NUMA_NO_NODE = -1
@@ -140,10 +143,6 @@ def get_mempolicy_addr_node(task: Any, mm: Any, addr: int, vma: Any = None) -> A
     ``find_vma_intersection`` and ``__get_user_pages``' ``find_extend_vma`` both look up
     (:class:`mmsim.mm.mmap.MmapCache`; docs/locks.md, session 31).
     (thp_memscale's node check, docs/locks.md session 21.)"""
-    from mmsim.engine.core import PARK
-    from mmsim.mm.costs import path
-    from mmsim.mm.pgtable import PMD_HUGE, PMD_SHIFT
-
     s = mm.system
     c = s.counters
     cpu = task.cpu
