@@ -526,18 +526,25 @@ class BuddyLists:
             aat[ln] = kk
             ash[ln] = {cpu: kk}
         if ws:
-            po, at = z.page_owner, z.page_at
             last = list(dict.fromkeys(reversed(ws)))
             last.reverse()  # the written pfns, each once, in the order of its last write
-            for pfn in last:
-                po[pfn] = own
-                po.move_to_end(pfn)
-            at.update(dict.fromkeys(last, kk))
-            for _ in range(len(po) - z.owner_cap):
-                at.pop(po.popitem(last=False)[0], None)
+            self._lines_written(z, last, own, kk)
         self.lines += len(ws)
         self.zone_lines += nzone
         return got
+
+    @staticmethod
+    def _lines_written(z: Zone, pfns: list[int], own: int, kk: tuple[float, float]) -> None:
+        """The ``struct page`` lines of ``pfns`` (each once, oldest write first) written by the owner state
+        ``own`` in a functional take stamped ``kk``: each becomes the newest entry of ``page_owner`` (an LRU of
+        writes), and the oldest entries past ``owner_cap`` are dropped; as :meth:`_line` leaves them."""
+        po, at = z.page_owner, z.page_at
+        for pfn in pfns:
+            po[pfn] = own
+            po.move_to_end(pfn)
+        at.update(dict.fromkeys(pfns, kk))
+        for _ in range(len(po) - z.owner_cap):
+            at.pop(po.popitem(last=False)[0], None)
 
     def _rmqueue(self, z: Zone, cpu: int, order: int, mt: int) -> tuple[int, int] | None:
         """``__rmqueue``: the requested type, else steal from a fallback type."""

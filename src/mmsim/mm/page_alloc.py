@@ -495,15 +495,7 @@ class PageAllocator(BuddyLists):
         pcp = self.pcps[cpu].get(z.index)
         if pcp is None:
             return
-        po, at = z.page_owner, z.page_at
-        own = cpu << 1 | 1
-        for lst in pcp.lists:
-            for pfn, _ in lst:
-                po[pfn] = own
-                po.move_to_end(pfn)
-                at[pfn] = kk
-        for _ in range(len(po) - z.owner_cap):
-            at.pop(po.popitem(last=False)[0], None)
+        self._lines_written(z, [pfn for lst in pcp.lists for pfn, _ in lst], cpu << 1 | 1, kk)
 
     def _take(self, node: int, order: int, count: int, cpu: int, pfns: list[int] | None) -> list[Zone]:
         """The blocks of :meth:`take_functional`; returns the zones they came from."""
