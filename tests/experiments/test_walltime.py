@@ -21,7 +21,7 @@ def test_fast_mode_estimate_is_the_fast_share_of_the_4k_events() -> None:
     fast = guard.estimate("thp_memscale", p, m, pol)
     assert fast.events == exact.events  # events are those of exact simulation; only the wall differs
     # its 4 KiB faults (9.0 M x 6.1 events) and node-check calls (9.0 M x 5) dominate this arm: its fast wall is
-    # the exact one at their fast shares (0.1004 and 0.0204, each region at its own skip ratio), weighted by
+    # the exact one at their fast shares (0.0204 each since session 35; the faults were 0.1004 at ratio 9), weighted by
     # their events (measured 2026-12-04: 9,116,532 events simulated, 92 s of CPU, against 6.43 M and 193 s)
     ev = 9_000_072 * guard.EVENTS_PER_UNIT["thp_memscale"][0], 9_000_072 * guard.CHECK_EVENTS
     share = (ev[0] * guard.fast_4k_share("thp_memscale", 9_000_072, 72)
@@ -30,11 +30,12 @@ def test_fast_mode_estimate_is_the_fast_share_of_the_4k_events() -> None:
 
 
 def test_fast_share_follows_the_fast_forward_settings() -> None:
-    # issue 20's 72-thread arm: 72 x 24 edge faults + a 2,048-fault window + a tenth of the rest = 0.1004
-    # (measured: 0.106 of the exact events)
-    assert guard.fast_4k_share("thp_memscale", 9_000_000, 72) == pytest.approx((1728 + 2048 + 8_996_224 / 10) / 9e6)
+    # issue 20's 72-thread arm: 72 x 24 edge faults + a 2,048-fault window + a fiftieth of the rest (the write
+    # phase's own ratio, 49 since session 35) = 0.0204 (at ratio 9 it was 0.1004; measured then: 0.106 of the
+    # exact events)
+    assert guard.fast_4k_share("thp_memscale", 9_000_000, 72) == pytest.approx((1728 + 2048 + 8_996_224 / 50) / 9e6)
     # 3 threads x 6m on tiny: 4,398 faults, mostly inside the first 2,048-fault window and the edges
-    assert guard.fast_4k_share("thp_memscale", 4398, 3) == pytest.approx((72 + 2048 + 2278 / 10) / 4398)
+    assert guard.fast_4k_share("thp_memscale", 4398, 3) == pytest.approx((72 + 2048 + 2278 / 50) / 4398)
     assert guard.fast_4k_share("thp_memscale", 1000, 3) == 1.0  # too short to skip anything
     # the node check's calls skip at their region's own ratio (FF_CHECK_SKIP_RATIO 49): a fiftieth of the rest
     assert guard.fast_4k_share("thp_memscale", 9_000_000, 72, check=True) == pytest.approx(

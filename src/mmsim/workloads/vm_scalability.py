@@ -79,6 +79,9 @@ PGFAULT = int(VmEvent.PGFAULT)
 RANDOM_MLP = 10
 HPAGE = 2 << 20
 PAGE = 4096
+# Fast mode: the fault loop's skip ratio (thp_memscale.fault_fast_forward), this workload's own. 9, the shared value
+# of sessions 16-34; not measured at another ratio. A sampling setting, not a model constant.
+FF_SKIP_RATIO = 9.0
 
 
 def memparse(v: str) -> int:
@@ -512,7 +515,7 @@ class UsememThreadsCase(UsememCase):
         if not system.exact and not self.readonly and system.policy("numa_balancing") == "0":
             from mmsim.workloads.thp_memscale import fault_fast_forward
 
-            system.fast_forward = fault_fast_forward(system, nr)
+            system.fast_forward = fault_fast_forward(system, nr, FF_SKIP_RATIO)
         system.sched.spawn(main, self._main_threads(system, main, p))
         system.start_vmstat_timer(lambda: main.state == "done")
 
