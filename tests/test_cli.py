@@ -73,6 +73,15 @@ def test_no_arguments_prints_help(capsys: Cap) -> None:
     assert code == 0 and "reproduce" in out and "machines" in out
 
 
+def test_command_list_gives_each_description_whole(capsys: Cap, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a docstring's line break inside its first paragraph used to end the row mid-sentence ("... the
+    # benchmark's metrics," / "the profile and lock_stat." on a row of its own)
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = cli(capsys, "--help")
+    rows = [ln for ln in out.splitlines() if " run " in ln and "one workload" in ln]
+    assert code == 0 and len(rows) == 1 and "the profile and lock_stat" in rows[0], out
+
+
 def test_python_dash_m_mmsim() -> None:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}

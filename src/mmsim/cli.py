@@ -464,8 +464,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return rv
 
 
+def _short_helps(group: Any) -> None:
+    """A command list shows each command's first paragraph as one line: rich markup mode keeps a
+    docstring's line breaks inside it, which broke the list's descriptions mid-sentence."""
+    for sub in getattr(group, "commands", {}).values():
+        if sub.short_help is None and sub.help:
+            sub.short_help = " ".join(sub.help.split("\n\n", 1)[0].split())
+        _short_helps(sub)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     command = typer.main.get_command(app)
+    _short_helps(command)
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
         rv = command.main(args=args, prog_name="mmsim", standalone_mode=False)
