@@ -59,11 +59,12 @@ def test_false_sharing_spinners_slow_an_unrelated_atomic(make_rig: Callable[[], 
     lk.acquire(spinner)  # xadd: 0→2 200; then CPU 2 spins on the line
     assert line.free_at == 200 and line.nspin == 1
     # A reader on CPU 1 at t=0: waits for the line until 200, 2→1 200 → 400; the
-    # spinner re-reads it from CPU 1 (HITM 200): the line is busy until 600.
+    # spinner re-reads it from CPU 1 after its PAUSE (tiny: 10 cycles at 1 GHz, P / 2 = 5 ns
+    # for one spinner, session 35) (HITM 200): the line is busy until 605.
     assert sem.down_read(Task(3, "r", cpu=1)) == 400
-    assert line.free_at == 600
-    # A second reader (CPU 5, SMT sibling of 1): waits until 600; the line is Shared and
-    # its forwarder is the last reader, CPU 2 (HIT 200) → 800; CPU 2 re-reads: free at 1000.
-    assert sem.down_read(Task(4, "r2", cpu=5)) == 800
-    assert line.free_at == 1000
-    assert sem.stat.extra["line_wait_ns"] == 200 + 600
+    assert line.free_at == 605
+    # A second reader (CPU 5, SMT sibling of 1): waits until 605; the line is Shared and
+    # its forwarder is the last reader, CPU 2 (HIT 200) → 805; CPU 2 re-reads (5 + 200): free at 1010.
+    assert sem.down_read(Task(4, "r2", cpu=5)) == 805
+    assert line.free_at == 1010
+    assert sem.stat.extra["line_wait_ns"] == 200 + 605

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mmsim.locks.base import CacheLine
 from mmsim.machine import get_machine
 from mmsim.machine.cacheorg import spin_instructions
@@ -35,15 +37,18 @@ def test_lockstat_line_dict_sums_distinct_lines_and_the_table_shows_them() -> No
     st = LockStat("l", "spinlock(ticket)", lines=[ln, ln])  # two instances on one line: counted once
     d = st.line_dict()
     # the storm's spinners (CPUs 3 and 0, one per socket) each stall from the invalidation (the writer owned
-    # the line: no transfer) to their re-read: the first re-read (50 + 200) / 2 = 125, then half the one
-    # socket-to-socket forward (200 / 2): 225 ns each (docs/locks.md, session 27)
-    assert ln.sstall == 2 * 225.0
+    # the line: no transfer) to their re-read: the first re-read (50 + 200) / 2 = 125, sent when the first of
+    # the two ends its PAUSE (tiny: 10 ns, P / 3 = 3.33; session 35), then half the one socket-to-socket
+    # forward (200 / 2): 228.33 ns each (docs/locks.md, session 27)
+    stall = 125 + 10 / 3 + 100
+    assert ln.sstall == pytest.approx(2 * stall, rel=1e-12)
     assert d == {"writes": 5, "window_local": 2, "queued": 1, "queue_wait_ns_avg": 30.0, "storms": 1,
-                 "spinners_per_storm": 2.0, "reread_stall_ns_avg": 225.0, "transfers": 2}
+                 "spinners_per_storm": 2.0, "reread_stall_ns_avg": round(stall, 1), "transfers": 2}  # one decimal
     assert st.to_dict()["line"] == d
     assert LockStat("unused", "atomic").line_dict() == {}
     t = lock_lines_table({"l": st.to_dict(), "unused": LockStat("unused", "atomic").to_dict()})
-    assert t.rows == [["l", "5", "40.0", "20.0", "0.030", "20.0", "2.0", "0.225", "2"]]
+    # 228.33 ns of stall per spinner (with the PAUSE, session 35)
+    assert t.rows == [["l", "5", "40.0", "20.0", "0.030", "20.0", "2.0", "0.228", "2"]]
 
 
 def test_spinlock_waiters_retire_instructions_per_miss_and_unstalled_pause(monkeypatch: Any) -> None:

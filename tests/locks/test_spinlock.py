@@ -63,32 +63,33 @@ def test_ticket_grant_times(make_rig: Callable[[], Rig]) -> None:
     #   CPU 6: RFO 2→6 10; storm {2}: HITM(6,2) 10.               line free 220, spinners {2,6}
     #   CPU 1: RFO from {2}: 200; storm {2,6} (one socket): first 200, no forward: free 620;
     #          spinners {2,6,1} on sockets {1, 0}.
-    # Release by 0 at 1000: RFO from {2,6}: 200; storm n=3 on k=2 sockets: first (200+200+50)/3 = 150,
-    #   one forward 200 (2 and 6 are one core: one L3 read); CPU 2 half-way: 200 + int(150 + 200/2) = 450
-    #   → 1450.
-    # Release by 2 at 2450: RFO from {2,6,1}: (0+10+200)/3 = 70; storm {6,1}: first
-    #   (10+200)/2 = 105, one forward 200: 70 + int(105 + 100) = 275 → 2725.
-    # Release by 6 at 3725: RFO from {6,1}: (0+200)/2 = 100; storm {1}: 200 → 4025.
-    assert granted == {0: 0, 2: 1450, 6: 2725, 1: 4025}
-    assert released[1] == 5025
+    # Release by 0 at 1000: RFO from {2,6}: 200; storm n=3 on k=2 sockets: first (200+200+50)/3 = 150, sent
+    #   when the first of the 3 spinners ends its PAUSE (tiny: 10 ns; P / (n + 1) = 2.5, session 35),
+    #   one forward 200 (2 and 6 are one core: one L3 read); CPU 2 half-way: 200 + int(152.5 + 200/2) = 452
+    #   → 1452.
+    # Release by 2 at 2452: RFO from {2,6,1}: (0+10+200)/3 = 70; storm {6,1}: first
+    #   (10+200)/2 = 105 + 10/3, one forward 200: 70 + int(108.3 + 100) = 278 → 2730.
+    # Release by 6 at 3730: RFO from {6,1}: (0+200)/2 = 100; storm {1}: 200 + 10/2 → 4035.
+    assert granted == {0: 0, 2: 1452, 6: 2730, 1: 4035}
+    assert released[1] == 5035
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1450 + 2725 + 4025  # all waited from t=0
-    assert (st.wait_ns_min, st.wait_ns_max) == (1450, 4025)
+    assert st.wait_ns_total == 1452 + 2730 + 4035  # all waited from t=0
+    assert (st.wait_ns_min, st.wait_ns_max) == (1452, 4035)
     assert (st.hold_ns_total, st.hold_ns_min, st.hold_ns_max) == (4 * H, H, H)
     # lock->cpu: 0 first, so every later acquisition and contention bounced
     assert (st.acq_bounces, st.con_bounces) == (3, 3)
     assert st.kind == "spinlock(ticket)"
     # Spinning is charged on grant to the waiter's CPU under _raw_spin_lock.
-    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1450
-    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2725
-    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 4025
+    assert r.counters.prof_ns[2]["_raw_spin_lock"] == 1452
+    assert r.counters.prof_ns[6]["_raw_spin_lock"] == 2730
+    assert r.counters.prof_ns[1]["_raw_spin_lock"] == 4035
     assert lk.holder is None
     assert (lk.line.nspin, lk.line.owner) == (0, 1)
     cols = st.to_dict()["lock_stat"]
     assert cols == {
-        "con-bounces": 3, "contentions": 3, "waittime-min": 1450, "waittime-max": 4025,
-        "waittime-total": 8200, "waittime-avg": 8200 / 3, "acq-bounces": 3, "acquisitions": 4,
+        "con-bounces": 3, "contentions": 3, "waittime-min": 1452, "waittime-max": 4035,
+        "waittime-total": 8217, "waittime-avg": 8217 / 3, "acq-bounces": 3, "acquisitions": 4,
         "holdtime-min": H, "holdtime-max": H, "holdtime-total": 4 * H, "holdtime-avg": float(H),
     }
 
@@ -96,27 +97,29 @@ def test_ticket_grant_times(make_rig: Callable[[], Rig]) -> None:
 def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     r = make_rig()
     lk, granted, _ = _contend(r, SpinlockKind.QUEUED, [0, 2, 6, 1])
+    # Every storm's first re-read waits for the first of its n spinners to end its PAUSE: P / (n + 1), P = 10 ns
+    # on tiny (10 cycles at 1 GHz, session 35); a node hand-off's waiter sees the store P / 2 late.
     # CPU 2 sets pending (RFO 200) and spins on the lock word; CPU 6's fast-path cmpxchg (RFO 10 + storm
-    # {2} 10: its RMW done at 210, line free at 220) queues it as MCS head, spinning on the lock word; CPU 1's
-    # (RFO from {2,6} 200 + storm 200: done at 420, line free at 620) queues it behind 6 (it writes 6's node:
+    # {2} 10 + 5: its RMW done at 210, line free at 225) queues it as MCS head, spinning on the lock word; CPU 1's
+    # (RFO from {2,6} 200 + storm 200 + 3.3: done at 425, line free at 628) queues it behind 6 (it writes 6's node:
     # HITM(6,1) 200) and it spins locally. Each queued arrival then makes its xchg_tail, the slowpath's 40
-    # cycles (40 ns at 1 GHz) after its cmpxchg (session 29): 6's at 250, queued behind 620, RFO from {2,6}
-    # (0+10)/2 = 5 + storm 5: line free 630; 1's at 460, queued behind 630, RFO 200 + storm 200: free 1030.
-    # Release by 0 at 1000: queued behind 1030; RFO from {2,6}: 200; storm {2,6} (one socket, one core):
-    #   first 200, no forward, no L3 queue: CPU 2 (pending) holds at 1430. Its clear_pending_set_locked, from
-    #   its readers {2,6} (5), and CPU 6's re-read (10) take the line until 1445: a plain store, which CPU 2
+    # cycles (40 ns at 1 GHz) after its cmpxchg (session 29): 6's at 250, queued behind 628, RFO from {2,6}
+    # (0+10)/2 = 5 + storm 5 + 3.3: line free 641; 1's at 465, queued behind 641, RFO 200 + storm 203.3: free 1044.
+    # Release by 0 at 1000: queued behind 1044; RFO from {2,6}: 200; storm {2,6} (one socket, one core):
+    #   first 203.3, no forward, no L3 queue: CPU 2 (pending) holds at 1447. Its clear_pending_set_locked, from
+    #   its readers {2,6} (5), and CPU 6's re-read (10 + 5) take the line until 1467: a plain store, which CPU 2
     #   does not wait for (it retires from the store buffer, session 29).
-    # Release by 2 at 2430: RFO from {6}: 10; storm {6}: 10 → 2450: CPU 6, the queue head, holds; its
-    #   set_locked (own line) and its write of CPU 1's node (HITM(6,1) 200) are stores it does not wait for;
-    #   CPU 1 is queue head from then: when the node store reaches it (2650) it reads the lock word, a HITM
-    #   from CPU 6 (200), and both keep a copy.
-    # Release by 6 at 3450 (its stores long done): it takes the line back from CPU 1's copy (200); storm {1}:
-    #   200 → 3850; CPU 1, the last waiter, claims with cmpxchg (a locked RMW it waits for) on its own copy: 0.
-    assert granted == {0: 0, 2: 1430, 6: 2450, 1: 3850}
+    # Release by 2 at 2447: RFO from {6}: 10; storm {6}: 15 → 2472: CPU 6, the queue head, holds; its
+    #   set_locked (own line) and its write of CPU 1's node (HITM(6,1) 200, seen 5 later) are stores it does not
+    #   wait for; CPU 1 is queue head from then: when the node store reaches it (2677) it reads the lock word, a
+    #   HITM from CPU 6 (200), and both keep a copy.
+    # Release by 6 at 3472 (its stores long done): it takes the line back from CPU 1's copy (200); storm {1}:
+    #   205 → 3877; CPU 1, the last waiter, claims with cmpxchg (a locked RMW it waits for) on its own copy: 0.
+    assert granted == {0: 0, 2: 1447, 6: 2472, 1: 3877}
     st = lk.stat
     assert (st.acquisitions, st.contentions) == (4, 3)
-    assert st.wait_ns_total == 1430 + 2450 + 3850
-    assert st.wait_ns_max == 3850
+    assert st.wait_ns_total == 1447 + 2472 + 3877
+    assert st.wait_ns_max == 3877
     assert (st.hold_ns_total, st.hold_ns_max) == (4 * H, H)
     assert st.extra["lock_word_stores"] == 3  # each contended grant's set_locked / clear_pending_set_locked
     assert st.extra["mcs_node_transfers"] == 2  # CPU 1 linking behind 6; 6 handing the head to 1
@@ -124,7 +127,7 @@ def test_queued_grant_times(make_rig: Callable[[], Rig]) -> None:
     assert st.extra["head_first_reads"] == 1  # CPU 1, made head by CPU 6's MCS hand-off
     assert "unlocks_behind_grant_stores" not in st.extra  # every hold (1 us) outlasts the grant's stores
     assert st.kind == "spinlock(queued)"
-    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1430
+    assert r.counters.prof_ns[2]["native_queued_spin_lock_slowpath"] == 1447
     assert "_raw_spin_lock" not in r.counters.prof_ns[2]
 
 
@@ -137,25 +140,29 @@ def test_ticket_vs_queued_handoff(make_rig: Callable[[], Rig], nwait: int) -> No
     arrival's readers (200) + CPU 2's place in the storm: first 200 (HITM 0→socket 1);
     every re-reader is on socket 1, so no forward; its cores (2/6 and 3/7: at most two)
     read the L3 one after another (40 ns; a random reader waits Σ c(m-1)/2n · 40 = 20
-    whenever both cores have one). Ticket: all nwait waiters re-read: 400, 420, 420,
-    420. Queued: at most 2 re-readers (pending CPU 2 and queue head CPU 3): 400, 420,
-    420, 420; CPU 2's lock-word store (clear_pending_set_locked) then takes the line
-    from its readers {2, 3} (25), a plain store CPU 2 does not wait for (session 29).
+    whenever both cores have one). The first re-read is sent when the first of the n
+    spinners ends its PAUSE: P / (n + 1), P = 10 ns on tiny (session 35). Ticket: all
+    nwait waiters re-read: 200 + int(200 + 5) = 405, 200 + int(203.3 + 20) = 423,
+    int(202.5 + 20) → 422, int(202 + 20) → 422. Queued: at most 2 re-readers (pending
+    CPU 2 and queue head CPU 3): 405, 423, 423, 423; CPU 2's lock-word store
+    (clear_pending_set_locked) then takes the line from its readers {2, 3} (25), a plain
+    store CPU 2 does not wait for (session 29).
     Second hand-off (2 → 3): ticket RFO from the readers {2, 3, 6, 7}[:nwait] + first
-    HITM from 2 + the L3 queue: 25 + 50 = 75; 20 + int(30 + 20) = 70; 27 + int(36.7 +
-    20) = 83. Queued: the unlock store takes the line from CPU 3 (50: CPU 2's store
-    left 3 the only reader), CPU 3's re-read (50): 100; its claim (the cmpxchg when it
-    is the last waiter, 0: nobody else reads the line; else set_locked and the write of
-    6's node, stores it does not wait for) adds nothing."""
+    HITM from 2 + its PAUSE share + the L3 queue: 25 + int(50 + 5) = 80; 20 + int(30 +
+    3.3 + 20) = 73; 27 + int(36.7 + 2.5 + 20) = 86. Queued: the unlock store takes the
+    line from CPU 3 (50: CPU 2's store left 3 the only reader), CPU 3's re-read (50 + 5):
+    105; its claim (the cmpxchg when it is the last waiter, 0: nobody else reads the
+    line; else set_locked and the write of 6's node, stores it does not wait for) adds
+    nothing."""
     hold = 10_000
     cpus = [0] + [2, 3, 6, 7][:nwait]
     _, g_ticket, _ = _contend(make_rig(), SpinlockKind.TICKET, cpus, hold)
     _, g_queued, _ = _contend(make_rig(), SpinlockKind.QUEUED, cpus, hold)
-    assert g_ticket[2] - hold == [400, 420, 420, 420][nwait - 1]
-    assert g_queued[2] - hold == [400, 420, 420, 420][nwait - 1]
+    assert g_ticket[2] - hold == [405, 423, 422, 422][nwait - 1]
+    assert g_queued[2] - hold == [405, 423, 423, 423][nwait - 1]
     if nwait >= 2:
-        assert g_ticket[3] - g_ticket[2] - hold == [75, 70, 83][nwait - 2]
-        assert g_queued[3] - g_queued[2] - hold == [100, 100, 100][nwait - 2]
+        assert g_ticket[3] - g_ticket[2] - hold == [80, 73, 86][nwait - 2]
+        assert g_queued[3] - g_queued[2] - hold == [105, 105, 105][nwait - 2]
 
 
 def test_uncontended_acquire_pays_the_line_transfer(make_rig: Callable[[], Rig]) -> None:

@@ -50,14 +50,15 @@ def test_ticket_think0_releaser_retakes_while_the_xadd_is_in_flight(make_rig: Ca
     #   takes the next ticket ahead of CPU 1's: 18 ns each, 0 -> 18 and 18 -> 36 (the second
     #   overruns the snoop by 11: the cache lock pushes it to 36 and CPU 1's RMW to 61).
     # 36: CPU 0's unlock store comes after the snoop: it queues behind CPU 1's RMW (61) and takes the
-    #   line back (HITM 50: 111); CPU 1's re-read from CPU 0 (50): CPU 1 holds at 161. CPU 0's xadd,
-    #   issued at 36, is in the storm's window (its first re-read request reaches CPU 0 at 136) but
-    #   waits for its own unlock store to complete (locked RMWs drain the store buffer): 111 + 18.
-    # From there strict alternation, 75 ns per hand-off (the unlock's RFO from the two readers, mean 25,
-    #   then the re-read, 50). CPU 0 is done after its 6th grant (536); CPU 1's last 2 find the lock
-    #   free on its own line (no request in flight: 0 ns).
-    assert g == [(0, 0), (18, 0), (36, 0), (161, 1), (236, 0), (311, 1), (386, 0), (461, 1), (536, 0), (611, 1),
-                 (611, 1), (611, 1)]
+    #   line back (HITM 50: 111); CPU 1's re-read from CPU 0 (50), sent at the end of the PAUSE the
+    #   invalidation found it in (tiny: 10 ns, 5 on average for one spinner; session 35): CPU 1 holds at
+    #   166. CPU 0's xadd, issued at 36, is in the storm's window (its first re-read request reaches CPU 0
+    #   at 141) but waits for its own unlock store to complete (locked RMWs drain the store buffer): 111 + 18.
+    # From there strict alternation, 80 ns per hand-off (the unlock's RFO from the two readers, mean 25,
+    #   then the PAUSE's 5 and the re-read, 50). CPU 0 is done after its 6th grant (566); CPU 1's last 2
+    #   find the lock free on its own line (no request in flight: 0 ns).
+    assert g == [(0, 0), (18, 0), (36, 0), (166, 1), (246, 0), (326, 1), (406, 0), (486, 1), (566, 0), (646, 1),
+                 (646, 1), (646, 1)]
     st = lk.stat
     assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 7, 7)
     assert st.extra["retakes_ahead_of_inflight"] == 2
@@ -69,29 +70,30 @@ def test_queued_think0_fast_path_retakes_before_pending_lands(make_rig: Callable
     #   on the line it brought (one RMW): its request reaches CPU 0 at 25, the RMW lands at 50. CPU 0
     #   re-takes by the fast path at 0 -> 18 -> 36 (the second pushes the snoop to 36, the landing
     #   to 61), as the ticket lock does.
-    # 36: CPU 0's unlock queues behind CPU 1's RMW (61), RFO 50 (111), CPU 1's re-read (50): CPU 1 holds
-    #   at 161; its clear_pending_set_locked, from the readers {1, 0} (mean 25), is a plain store it does not
-    #   wait for (session 29), done at 186. CPU 0's fast-path cmpxchg at 36 (in the storm's window, after its
-    #   unlock store: 129) found a hand-over under way: it waits it out, and at 161 makes its "trylock ||
-    #   pending" cmpxchg, queued behind CPU 1's store (186), from CPU 1: snoop at 211, landing at 236.
-    # CPU 1 releases at 161, but its unlock store becomes visible only after its grant store (stores in
-    #   program order): at 186; its next cmpxchg, made at 161, drains the store buffer first, so it is
-    #   issued at 186 too. CPU 0's RMW is still in flight there: CPU 1 re-takes at 186 -> 204 -> 222 (the
-    #   last overruns the snoop by 11: snoop 222, landing 247). 222: CPU 1's unlock queues behind the
-    #   landing (247), RFO 50 + re-read 50: CPU 0 holds at 347 (its store to 372). CPU 1's cmpxchg at 222
-    #   waits out that hand-over and at 347 makes its pending cmpxchg behind CPU 0's store (372), from CPU 0:
-    #   snoop 397, landing 422. CPU 0's unlock (at 347) waits for its store (372), its cmpxchg with it:
-    #   re-takes 372 -> 390 -> 408 (snoop and landing pushed by 11 to 408 / 433), and it is done; its unlock
-    #   at 408 queues behind the landing (433): RFO 50 + re-read 50: CPU 1 holds at 533, and its store,
-    #   from its own copy, costs nothing; its last two grants are on its own line (0 ns).
-    assert g == [(0, 0), (18, 0), (36, 0), (161, 1), (204, 1), (222, 1), (347, 0), (390, 0), (408, 0), (533, 1),
-                 (533, 1), (533, 1)]
+    # 36: CPU 0's unlock queues behind CPU 1's RMW (61), RFO 50 (111), CPU 1's re-read (50, after the 5 ns of
+    #   PAUSE it is in on average, session 35): CPU 1 holds at 166; its clear_pending_set_locked, from the
+    #   readers {1, 0} (mean 25), is a plain store it does not wait for (session 29), done at 191. CPU 0's
+    #   fast-path cmpxchg at 36 (in the storm's window, after its unlock store: 129) found a hand-over under
+    #   way: it waits it out, and at 166 makes its "trylock || pending" cmpxchg, queued behind CPU 1's store
+    #   (191), from CPU 1: snoop at 216, landing at 241.
+    # CPU 1 releases at 166, but its unlock store becomes visible only after its grant store (stores in
+    #   program order): at 191; its next cmpxchg, made at 166, drains the store buffer first, so it is
+    #   issued at 191 too. CPU 0's RMW is still in flight there: CPU 1 re-takes at 191 -> 209 -> 227 (the
+    #   last overruns the snoop by 11: snoop 227, landing 252). 227: CPU 1's unlock queues behind the
+    #   landing (252), RFO 50 + PAUSE 5 + re-read 50: CPU 0 holds at 357 (its store to 382). CPU 1's cmpxchg
+    #   at 227 waits out that hand-over and at 357 makes its pending cmpxchg behind CPU 0's store (382), from
+    #   CPU 0: snoop 407, landing 432. CPU 0's unlock (at 357) waits for its store (382), its cmpxchg with it:
+    #   re-takes 382 -> 400 -> 418 (snoop and landing pushed by 11 to 418 / 443), and it is done; its unlock
+    #   at 418 queues behind the landing (443): RFO 50 + PAUSE 5 + re-read 50: CPU 1 holds at 548, and its
+    #   store, from its own copy, costs nothing; its last two grants are on its own line (0 ns).
+    assert g == [(0, 0), (18, 0), (36, 0), (166, 1), (209, 1), (227, 1), (357, 0), (400, 0), (418, 0), (548, 1),
+                 (548, 1), (548, 1)]
     st = lk.stat
     assert (st.acquisitions, st.acq_bounces, st.contentions) == (12, 3, 3)
     assert st.extra["retakes_ahead_of_inflight"] == 6
-    assert st.extra["unlocks_behind_grant_stores"] == 2  # CPU 1's at 161, CPU 0's at 347
+    assert st.extra["unlocks_behind_grant_stores"] == 2  # CPU 1's at 166, CPU 0's at 357
     assert "landed_on_free_lock" not in st.extra
-    assert st.wait_ns_total == (161 - 0) + (347 - 36) + (533 - 222)  # CPU 1 from 0, CPU 0 from 36, CPU 1 from 222
+    assert st.wait_ns_total == (166 - 0) + (357 - 36) + (548 - 227)  # CPU 1 from 0, CPU 0 from 36, CPU 1 from 227
     assert st.extra["pending_rmws"] == 2  # the two waits out a hand-over, each then an RMW
     assert st.extra["lock_word_stores"] == 3  # the three pending -> locked hand-overs
 

@@ -29,10 +29,12 @@ def test_sweep_json_text_and_results(capsys: Cap, tmp_path: Path, store_path: Pa
     pts = {(p["kernel"], p["swept"]["tasks"]): p for p in d["points"]}
     assert set(pts) == {("v3.12", "2"), ("v3.12", "8"), (f"v3.12+{QSPIN}", "2"), (f"v3.12+{QSPIN}", "8")}
     thr = {k: p["summary"]["lockstress.acquisitions_per_second"]["mean"] for k, p in pts.items()}
-    # on Ice Lake-SP (non-inclusive L3) the ticket lock's 8 waiters re-read one after another: 1.91x since session
-    # 29's qspinlock hand-off (its new holder no longer waits for its lock-word store; 1.65x before; tiny's 1.70x
-    # until session 23, when tiny's inclusive L3 began to serve a storm per socket)
-    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.91
+    # on Ice Lake-SP (non-inclusive L3) the ticket lock's 8 waiters re-read one after another: 1.75x since session
+    # 35 (a spinner re-reads after the PAUSE it is in, 140 cycles there: the queued lock's one re-reader waits
+    # P / 2, a ticket storm of seven P / 8); 1.91x from session 29's qspinlock hand-off (its new holder no longer
+    # waits for its lock-word store; 1.65x before; tiny's 1.70x until session 23, when tiny's inclusive L3 began to
+    # serve a storm per socket)
+    assert round(thr[(f"v3.12+{QSPIN}", "8")] / thr[("v3.12", "8")], 2) == 1.75
     assert pts[("v3.12", "8")]["params"]["tasks"] == 8 and pts[("v3.12", "8")]["runs"][0]["seed"] == 0
 
     code, out, _ = cli(capsys, *argv)

@@ -89,8 +89,9 @@ def test_guide_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert thr[("v3.12", "1")] == thr[("v3.12-qspin", "1")] and thr[("v3.12", "2")] == thr[("v3.12-qspin", "2")]
     # at 4 tasks the queued lock's slow path costs a hair more than the ticket lock's storms of three (Waiman
     # Long, LKML 2014-06: "the 3-4 tasks cases being a bit slower than the ticket spinlock"); at 8 it wins
+    # (0.11 % apart since session 35's PAUSE before a spinner's re-read; 1.93x at 8)
     q4, t4 = thr[("v3.12-qspin", "4")], thr[("v3.12", "4")]
-    assert q4 < t4 < 1.001 * q4 and thr[("v3.12-qspin", "8")] > 1.7 * thr[("v3.12", "8")]
+    assert q4 < t4 < 1.002 * q4 and thr[("v3.12-qspin", "8")] > 1.9 * thr[("v3.12", "8")]
     for f in ("scaling.png", "profile.svg", "locks.png", "compare.html", "sweep.html"):
         assert (tmp_path / f).stat().st_size > 5000, f
 

@@ -38,18 +38,19 @@ def test_two_tasks_ticket_spinlock() -> None:
     # CPUs 0 and 1 (same socket, 50 ns), line home CPU 0.
     # t=1000: T0 takes it (0 ns); T1's xadd 0→1 50 (line free 1050), spins.
     # T0 releases at 1200: its unlock store takes the line back from CPU 1 (50), CPU 1
-    # re-reads it (50): hand-off 100 → T1 holds 1300..1500 (wait 300).
+    # re-reads it at the end of the PAUSE it is in (tiny: 10 cycles at 1 GHz, 5 ns on average;
+    # session 35) (50): hand-off 105 → T1 holds 1305..1505 (wait 305).
     # T0 thinks to 2200, xadd: the line is Shared with CPU 1 → 50 → holds 2250..2450.
-    # T1 thinks 1500..2500: T0 released at 2450, so no contention: xadd 0→1 50 →
-    # holds 2550..2750. Elapsed 2750 ns.
+    # T1 thinks 1505..2505: T0 released at 2450, so no contention: xadd 0→1 50 →
+    # holds 2555..2755. Elapsed 2755 ns.
     st = r.locks["lockstress"]
     assert st["kind"] == "spinlock(ticket)"
     assert (st["acquisitions"], st["contentions"]) == (4, 1)
-    assert (st["wait_ns_total"], st["wait_ns_max"]) == (300, 300)
+    assert (st["wait_ns_total"], st["wait_ns_max"]) == (305, 305)
     assert (st["hold_ns_total"], st["hold_ns_max"]) == (800, 200)
-    assert r.metrics["lockstress.elapsed_seconds"] == pytest.approx(2750e-9, rel=1e-12)
-    assert r.metrics["lockstress.mean_wait_ns"] == 300 / 4
-    assert r.metrics["lockstress.acquisitions_per_second"] == pytest.approx(4 / 2750e-9)
+    assert r.metrics["lockstress.elapsed_seconds"] == pytest.approx(2755e-9, rel=1e-12)
+    assert r.metrics["lockstress.mean_wait_ns"] == 305 / 4
+    assert r.metrics["lockstress.acquisitions_per_second"] == pytest.approx(4 / 2755e-9)
 
 
 def test_too_many_tasks_is_a_user_error(tiny: Machine) -> None:
@@ -105,7 +106,9 @@ def test_set_spinlock_kind_per_lock_class() -> None:
     queued arrivals' xchg_tail RMWs and the new holder's lock-word store (19, one per
     contended grant, which it does not wait for), so the waits are
     shorter than under the ticket lock's storms of three (which tiny's inclusive L3
-    serves per socket since session 23: 79,958 ns in all, 82,447 before)."""
+    serves per socket since session 23: 80,103 ns in all; 79,958 before session 35's PAUSE, P / (n + 1) =
+    2.5 ns per storm of three at tiny's 10 ns: the elapsed time +42 ns over the 19 hand-offs; 82,447 before
+    session 23)."""
     params = {"tasks": "4", "iterations": "5", "think_ns": "0", "hold_ns": "1000"}
 
     def go(kernel: str, policies: dict[str, str]) -> tuple[str, int, int, object, float]:
@@ -113,10 +116,12 @@ def test_set_spinlock_kind_per_lock_class() -> None:
         return (st["kind"], st["contentions"], st["wait_ns_total"], st.get("mcs_node_transfers"),
                 r.metrics["lockstress.elapsed_seconds"])
 
-    ticket = ("spinlock(ticket)", 19, 79_958, None, 26_816e-9)
+    ticket = ("spinlock(ticket)", 19, 80_103, None, 26_858e-9)
     # 77,132 ns and 26.008 us until session 29 (the new holder waited for its lock-word store; now it does not,
-    # each queued arrival makes its xchg_tail, and a new queue head reads the word: docs/locks.md)
-    queued = ("spinlock(queued)", 19, 75_500, 34, 25_675e-9)
+    # each queued arrival makes its xchg_tail, and a new queue head reads the word: docs/locks.md); 75,500 ns and
+    # 25.675 us until session 35 (each hand-off's head re-read and MCS node store seen after the waiter's
+    # PAUSE, P / 2 = 5 ns: +107 ns elapsed over 19 hand-offs, each wait spanning ~4 of them)
+    queued = ("spinlock(queued)", 19, 75_898, 34, 25_782e-9)
     assert go("v3.12", {}) == ticket
     assert go("v3.12", {"spinlock_page_table_lock": "queued"}) == ticket
     assert go("v3.12", {"spinlock_lockstress": "queued"}) == queued

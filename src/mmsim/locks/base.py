@@ -21,7 +21,9 @@ dangerous", Linux Symposium 2012, §3: the waiter that gets the lock is at a
 uniformly random place among the re-readers) each read is charged the
 *expected* cost over that order, so the model stays deterministic:
 
-* first read: mean over spinners ``w`` of ``HITM(writer, w)``;
+* first read: mean over spinners ``w`` of ``HITM(writer, w)``, sent when the first of the ``n`` spinners has
+  ended the PAUSE (``cpu_relax()``) the invalidation found it in: ``P / (n + 1)`` later on average, ``P``
+  the machine's PAUSE (:func:`pause_ns`; session 35);
 * each later read: mean over ordered spinner pairs ``(i, j)`` of ``HIT(i, j)``;
 * the line is busy for the whole storm; a given reader is served, on
   average, after the first read and half of the others.
@@ -111,6 +113,13 @@ def local_rmw_ns(machine: Machine) -> int:
     :data:`LOCAL_RMW_CYCLES` at the machine's clock (at least 1 ns: integer time)."""
     ns = HOST_LOCAL_RMW_NS if machine.name == "host" else LOCAL_RMW_CYCLES / machine.freq_ghz
     return max(1, round(ns))
+
+
+def pause_ns(machine: Machine) -> float:
+    """ns of one PAUSE (``cpu_relax()``) at ``machine``'s clock: the spin loops' load waits for the PAUSE it
+    follows, so a write's invalidation is seen at the end of the PAUSE it finds a spinner in, uniform on
+    [0, this] (docs/locks.md, session 35; ``pause_cycles`` and its source in :mod:`mmsim.machine.cacheorg`)."""
+    return cache_org(machine.name).pause_cycles / machine.freq_ghz
 
 
 def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
@@ -269,7 +278,8 @@ class CacheLine:
     """
 
     __slots__ = ("costs", "owner", "home", "free_at", "transfers", "nspin", "_cpu", "_big", "_core", "_sock",
-                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns", "_prev",
+                 "_pairs", "_log", "_nsnap", "_wcpu", "_first_at", "_wdone", "_wkept", "_memo", "local_ns",
+                 "pause_ns", "_prev",
                  "_req", "_land", "_snoop", "remote", "_socc", "_spairs", "_corec", "_sockm", "_cm",
                  "writes", "wlocal", "qwrites", "qwait", "storms", "sspin", "sstall", "_rd", "_rdlast", "_wg", "_v0")
 
@@ -319,6 +329,7 @@ class CacheLine:
         self._wdone = 0  # when that write itself completes (its RFO)
         self._wkept = False  # the storm's writer already counted among its readers
         self.local_ns = local_rmw_ns(machine)  # a locked RMW on a line this CPU owns
+        self.pause_ns = pause_ns(machine)  # a spinner sees a write after the PAUSE it is in (session 35)
         # A write in flight to a line an exclusive owner held: the old owner ``_prev`` keeps the line until
         # ``_snoop``, when the request of ``_req`` reaches it, and the write completes at ``_land`` (module
         # docstring); -1: none in flight.
@@ -514,7 +525,7 @@ class CacheLine:
         n = self.nspin
         if not n:
             return 0.0, 0.0, 0.0
-        first = self._out(self.costs.tm, writer) / n
+        first = self._out(self.costs.tm, writer) / n + self.pause_ns / (n + 1)
         rest, mid = self._rest(n)
         return first, rest, mid
 
@@ -676,7 +687,11 @@ class CacheLine:
         if n:
             self.storms += 1
             self.sspin += n
-            first = self._out(co.tm, cpu) / n
+            fx = self._out(co.tm, cpu) / n
+            # the first re-read request leaves when the first of the n spinners ends the PAUSE the invalidation
+            # found it in: expected P / (n + 1) with each one's phase uniform on [0, P] (session 35)
+            nd = self.pause_ns / (n + 1)
+            first = fx + nd
             rest, mid = self._rest(n)
             # each spinner, from the invalidation (the writer's request reaching it) to its own re-read
             self.sstall += n * (cost * (1.0 - SNOOP_SHARE) + first + mid)
@@ -686,7 +701,7 @@ class CacheLine:
             self._nsnap = n
             self._wcpu = cpu
             self._wkept = False
-            self._first_at = start + int(cost + first * SNOOP_SHARE)
+            self._first_at = start + int(cost + nd + fx * SNOOP_SHARE)
             self._wdone = start + ic
             return start - now + ic, first, mid
         self.free_at = start + ic

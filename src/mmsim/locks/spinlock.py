@@ -394,7 +394,8 @@ class Spinlock:
             succ = self.waiters[0]
             if succ[2] == _QUEUED:
                 succ[2] = _HEAD
-                link = int(line.costs.hitm[ncpu][succ[0].cpu])
+                # + the waiter's PAUSE: it sees the store after the PAUSE the store found it in, P / 2 on average
+                link = int(line.costs.hitm[ncpu][succ[0].cpu] + line.pause_ns / 2)
                 succ[6] = now + link
                 if link > sb:  # the node store overlaps the lock word's (different lines)
                     sb = link
