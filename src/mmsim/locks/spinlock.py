@@ -25,7 +25,9 @@ and so in what a hand-off costs.
   most two CPUs (pending waiter and queue head) re-read the lock word after a
   release. When the queue head takes the lock it passes the head role on
   with ``arch_mcs_spin_unlock_contended(&next->locked)``: a write of the next
-  waiter's node line, whose owner is spinning on it (one HITM); the new head
+  waiter's node line, whose owner is spinning on it (one HITM, seen at the end
+  of the PAUSE it finds the waiter in: half a PAUSE later on average, session
+  35); the new head
   then reads the lock word, so the holder's unlock takes the line back from
   its copy before the head's re-read. A hand-off is constant in the number
   of waiters. The new holder (pending waiter or queue head) stores to the lock
