@@ -14,8 +14,10 @@ from conftest import reproduce_once
 # -0.004 once the free path's load was added too (docs/pcp-series.md): out again, and listed (-0.10 since session
 # 29's qspinlock hand-off; -0.05 with session 30's split levels). p3's zone-lock share left its band with that
 # hand-off too: 11.7% -> 10.8%, the band from 11.2% (docs/pcp-series.md, session 29), and came back into it with
-# expand()'s split-level instructions (session 30): 10.8% -> 11.5%.
-KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1", "cache_miss_rise.p5_to_p7"}
+# expand()'s split-level instructions (session 30): 10.8% -> 11.5%. Session 35 (a spinner's PAUSE before its
+# re-read, docs/locks.md) moved the p5 -> p7 rise from -0.05 to +0.04 points: in its direction band, by the same
+# sign flips as before (the model still has no mechanism for the published +2.6), so it leaves this list.
+KNOWN_OUT = {"zone_lock_share.base", "zone_lock_share.p1"}
 
 
 @pytest.mark.slow
