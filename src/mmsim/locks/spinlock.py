@@ -396,11 +396,13 @@ class Spinlock:
             succ = self.waiters[0]
             if succ[2] == _QUEUED:
                 succ[2] = _HEAD
-                # + the waiter's PAUSE: it sees the store after the PAUSE the store found it in, P / 2 on average
-                link = int(line.costs.hitm[ncpu][succ[0].cpu] + line.pause_ns / 2)
+                xfer = line.costs.hitm[ncpu][succ[0].cpu]
+                # the waiter sees the store after the PAUSE the store found it in, P / 2 on average (session 35);
+                # the holder's store itself is done when its transfer is
+                link = int(xfer + line.pause_ns / 2)
                 succ[6] = now + link
-                if link > sb:  # the node store overlaps the lock word's (different lines)
-                    sb = link
+                if int(xfer) > sb:  # the node store overlaps the lock word's (different lines)
+                    sb = int(xfer)
                 line.add_spinner(succ[0].cpu)
                 self.ctx.engine.call_at(now + link, self._head_reads, succ[0])
                 st.extra["mcs_node_transfers"] = st.extra.get("mcs_node_transfers", 0) + 1
