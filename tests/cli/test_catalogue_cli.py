@@ -119,7 +119,8 @@ def test_patch_yaml_in_compare_and_bisect(capsys: Cap, tmp_path: Path, monkeypat
     assert main(["compare", "lockstress", "-k", "v3.12", "-k", "v3.12+q.yaml", *small]) == 0
     d = json.loads(capsys.readouterr().out)
     assert [a["kernel"] for a in d["arms"]] == ["v3.12", "v3.12+qspin"] and d["culprit"] == "commit qspin"
-    assert main(["bisect", "lockstress", "--good", "v3.12", "--bad", "v3.12+q.yaml", *small]) == 0
+    # the queued lock is 3.9 % slower here since session 35 (docs/locks.md), under bisect's default 5 %
+    assert main(["bisect", "lockstress", "--good", "v3.12", "--bad", "v3.12+q.yaml", "--threshold", "2", *small]) == 0
     b = json.loads(capsys.readouterr().out)
     assert b["series"] == [{"commit": "qspin", "subject": "queued spinlocks"}]
     assert b["first_bad"]["commit"] == "qspin"
