@@ -623,8 +623,7 @@ def fast_4k_share(workload: str, ops: int, threads: int, check: bool = False) ->
     """The share of a run's 4 KiB operations that fast mode (:mod:`mmsim.metrics.sampling`) still simulates,
     from the workload's own fast-forward settings: each thread's first ``warm`` and last ``tail`` operations,
     the first window (``window_ops``), then ``1 / (1 + skip_ratio)`` of the rest (``check``: the node check's
-    calls, a region with its own ratio, ``FF_CHECK_SKIP_RATIO``; its skips may grow to ``FF_CHECK_MAX_RATIO`` when
-their CI is narrow, which the run alone can tell, so this is then an upper bound: session 36). Measured against this at the write ratio 9
+    calls, a region with its own ratio, ``FF_CHECK_SKIP_RATIO``). Measured against this at the write ratio 9
     (sessions 16-34): the 72-thread x 512m THP-off arm simulated 5,819,238 events of ~9.0 M faults x 6.1 exact
     (0.106; this gave 0.100). Huge-page operations are estimated as exact: their threads are rarely all in
     the steady region at once (split-pmd-ptl skips nothing)."""
