@@ -9,9 +9,7 @@ import random
 import pytest
 
 from mmsim.metrics.counters import Counters
-from mmsim.metrics.sampling import (
-    ADAPT_MIN, ADAPT_TOL, LRD_MIN, STEADY_TOL, FastForward, lrd_rel_se, t975, unequal_weights,
-)
+from mmsim.metrics.sampling import LRD_MIN, STEADY_TOL, FastForward, lrd_rel_se, t975
 
 
 def test_independent_rates_average_as_one_over_sqrt_n() -> None:
@@ -73,68 +71,3 @@ def test_a_group_of_windows_takes_its_mean_rates_error() -> None:
     assert ff.ci95_ns == pytest.approx(t975(5) * lrd_rel_se(rates) * 6000)
     quiet = _controller([(i, 9.0, 100.0, 1000, 30.0) for i in range(LRD_MIN)])  # identical rates, noisy windows
     assert quiet.ci95_ns == pytest.approx(math.sqrt(LRD_MIN) * 30.0)
-
-
-def test_unequal_skips_widen_the_error_by_the_effective_number_of_windows() -> None:
-    """sqrt(n / n_eff), n_eff = (sum f)^2 / sum f^2: 1 for equal skips; a group whose skips differ in size is as
-    uncertain as fewer equal ones (session 36)."""
-    assert unequal_weights([1000.0] * 6) == pytest.approx(1.0)
-    assert unequal_weights([1.0, 3.0]) == pytest.approx(math.sqrt(2 * 10) / 4)
-    rates = [100.0, 104.0, 98.0, 103.0, 97.0, 101.0]
-    sizes = [1000, 1000, 2000, 4000, 8000, 8000]
-    ff = _controller([(i, 9.0, r, f, 1.0) for i, (r, f) in enumerate(zip(rates, sizes, strict=True))])
-    w = math.sqrt(6 * sum(f * f for f in sizes)) / sum(sizes)
-    assert w > 1.2
-    assert ff.ci95_ns == pytest.approx(t975(5) * lrd_rel_se(rates) * w * sum(sizes))
-
-
-def test_a_group_grows_its_skips_only_with_enough_windows_and_a_narrow_ci() -> None:
-    """``_grow``: after ADAPT_MIN skips whose half-width is within ADAPT_TOL of their skipped time, the group's
-    next ratio doubles in windows (49 -> 99 -> 199 -> 399) up to the region's maximum; one skip short of
-    ADAPT_MIN, or a wider CI, and it is the group's own ratio again."""
-    calm = [(i, 49.0, 100.0 + 0.001 * (i % 3), 10_000, 0.0) for i in range(ADAPT_MIN)]
-    ff = _controller(calm[:-1])
-    ff._grow(49.0, 399.0)
-    assert ff.grown[49.0] == 49.0
-    ff = _controller(list(calm))
-    assert ff._group_half([(f, h, p) for _, _, p, f, h in calm]) <= ADAPT_TOL * 10_000 * ADAPT_MIN
-    seen = []
-    for _ in range(4):
-        ff._grow(49.0, 399.0)
-        seen.append(ff.grown[49.0])
-    assert seen == [99.0, 199.0, 399.0, 399.0]
-    rng = random.Random(3)
-    noisy = [(i, 49.0, 100.0 * (1.0 + 0.05 * rng.gauss(0.0, 1.0)), 10_000, 0.0) for i in range(ADAPT_MIN)]
-    ff = _controller(noisy)
-    ff.grown[49.0] = 199.0
-    ff._grow(49.0, 399.0)
-    assert ff.grown[49.0] == 49.0
-
-
-def test_a_steady_region_with_a_maximum_skips_more_and_more() -> None:
-    """End to end through ``poll``: one thread at a constant 100 ns per operation in a region registered with
-    ``max_ratio`` 399. Its skips are 49 windows long until ADAPT_MIN of them agree, then 99, 199 and 399; the
-    operations still add up, and a region without a maximum keeps 49 throughout."""
-    def run(max_ratio: float | None) -> list[float]:
-        clock = [0]
-        ff = FastForward(lambda: clock[0], Counters(1), {}, 1, window_ops=64, skip_ratio=9.0, warm=8, tail=16)
-        nops = 3_000_000
-        ff.register(0, nops, 0, skip_ratio=49.0, max_ratio=max_ratio)
-        pos = done = 0
-        while pos < nops:
-            k = ff.poll(0, pos)
-            if k:
-                pos += k
-                continue
-            clock[0] += 100
-            pos += 1
-            done += 1
-        assert done + ff.skipped_ops == nops
-        return [fns / (64 * 100) for _, _, _, fns, _ in ff._skips]
-
-    fixed = run(None)
-    assert all(r == pytest.approx(49.0) for r in fixed[:-1])  # the last one is cut to the region's tail
-    grown = run(399.0)
-    assert [round(r) for r in grown[:ADAPT_MIN]] == [49] * ADAPT_MIN
-    assert [round(r) for r in grown[ADAPT_MIN:ADAPT_MIN + 4]] == [99, 199, 399, 399]
-    assert len(grown) < len(fixed) / 3

@@ -44,17 +44,9 @@ standard error of the mean of its windows' rates by the variance-time method, an
 half-width is ``t(n-1) x`` that ``x`` its skipped time; never less than the skips' own half-widths in
 quadrature (each window's batch noise ``h``, or its drift from the window before, step 3), and with fewer
 than :data:`LRD_MIN` windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
-When the skips of a group differ in size (a skip capped near the threads' tails, or grown), the standard
-error is widened by sqrt(n / n_eff), n_eff = (sum f)^2 / sum f^2 (:func:`unequal_weights`).
 Groups add in quadrature. Reported as
 ``elapsed_ci95_seconds`` (half-width) next to the elapsed time. Until session 32 the skips were added in
 quadrature as independent, which understated the error 2-5x.
-
-**Growing skips** (session 36, SMARTS' sample size from the measured variability). A region registered with a
-``max_ratio`` above its own ratio has its group's next skip doubled, in windows (r -> 2 (r + 1) - 1, up to
-``max_ratio``), after every used window while the group has :data:`ADAPT_MIN` skips and its 95% half-width is
-within :data:`ADAPT_TOL` of the time it skipped; above that, back to its own ratio. thp_memscale's node check
-uses it (a 512-thread convoy's windows agree to a few parts per million).
 
 ``--exact`` (``RunSpec.exact``) turns this off: every operation is an event.
 """
@@ -92,13 +84,6 @@ T975_7 = t975(BATCHES - 1)
 # The fewest windows whose correlation :func:`lrd_rel_se` can fit: blocks of 1 and of 2 windows, each at least
 # three blocks. A smaller group of skips is taken as fully correlated (FastForward.ci95_ns_since).
 LRD_MIN = 6
-# A region registered with a ``max_ratio`` (FastForward.register) doubles its skips (in windows: r -> 2 (r + 1) - 1)
-# while its group has at least ADAPT_MIN skips (the variance-time fit then has block sizes 1, 2 and 4) and the
-# group's 95% half-width is at most ADAPT_TOL of the time it skipped; above it, back to the region's own ratio.
-# Host-time settings, not model constants: ADAPT_TOL is a tenth of issue 20's +-2% fidelity target
-# (docs/performance.md, session 36).
-ADAPT_MIN = 12
-ADAPT_TOL = 0.002
 
 
 def lrd_rel_se(rates: list[float]) -> float:
@@ -129,16 +114,6 @@ def lrd_rel_se(rates: list[float]) -> float:
     slope = sum((x - xm) * (y - ym) for x, y in pts) / sum((x - xm) ** 2 for x, _ in pts)
     slope = min(0.0, max(-1.0, slope))
     return math.sqrt(math.exp(ym + slope * (math.log(n) - xm)))
-
-
-def unequal_weights(sizes: list[float]) -> float:
-    """sqrt(n / n_eff), n_eff = (sum f)^2 / sum f^2: how much wider a weighted sum's relative error is when the
-    ``sizes`` f it weights ``n`` window rates by are unequal (1.0 when they are equal). Applied to
-    :func:`lrd_rel_se`'s standard error of the plain mean when the skips grow (session 36)."""
-    n = len(sizes)
-    tot = sum(sizes)
-    sq = sum(f * f for f in sizes)
-    return math.sqrt(n * sq) / tot if tot > 0 else 1.0
 
 WAIT, WINDOW, SKIPPING = range(3)
 
@@ -300,8 +275,6 @@ class FastForward:
         self.pos: dict[int, int] = {}
         self.cpu: dict[int, int] = {}
         self.ratio: dict[int, float] = {}  # a region's own skip ratio (register), else skip_ratio
-        self.max_ratio: dict[int, float] = {}  # a region's largest skip ratio (register; ADAPT_TOL)
-        self.grown: dict[float, float] = {}  # per group (a region's own ratio): the ratio its next skip uses
         self.steady: set[int] = set()  # threads inside [warm, hi - tail] of their region
         self.gone: set[int] = set()
         self.blocking = nthreads  # threads neither steady nor gone
@@ -326,14 +299,11 @@ class FastForward:
         # skip's own 95% half-width in ns)
         self._skips: list[tuple[int, float, float, int, float]] = []
 
-    def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None,
-                 max_ratio: float | None = None) -> None:
+    def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None) -> None:
         """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
         ``start``. A thread with several regions (will-it-scale's rounds) registers each one after
         :meth:`leave` of the last, with ``start`` past the last one's end: positions only grow.
-        ``skip_ratio``: this region's own (a skip uses the smallest of the steady threads' regions).
-        ``max_ratio``: the skips of this region's group may grow to it while the group's CI is narrow
-        (:data:`ADAPT_TOL`); None: they stay at ``skip_ratio``."""
+        ``skip_ratio``: this region's own (a skip uses the smallest of the steady threads' regions)."""
         old = self.pos.get(i, 0)
         assert start >= old, "a thread's positions only grow"
         self.lo[i] = start
@@ -342,7 +312,6 @@ class FastForward:
         self.sum_pos += start - old
         self.cpu[i] = cpu
         self.ratio[i] = self.skip_ratio if skip_ratio is None else skip_ratio
-        self.max_ratio[i] = self.ratio[i] if max_ratio is None else max(max_ratio, self.ratio[i])
 
     def _unsteady(self, i: int) -> None:
         if i in self.steady:
@@ -428,9 +397,7 @@ class FastForward:
         # the skip's relative uncertainty: the window's own batch noise, or the drift between the two
         # windows, whichever is larger (a deterministic steady state has almost no batch noise)
         h = max(h, drift)
-        group = min(self.ratio.get(j, self.skip_ratio) for j in d)
-        top = min(self.max_ratio.get(j, group) for j in d)
-        ratio = min(self.grown.get(group, group), top) if top > group else group
+        ratio = min(self.ratio.get(j, self.skip_ratio) for j in d)
         f = ratio * w
         # same_ops: every thread at the window's mean rate, so that their relative positions are kept
         per = total / len(d)
@@ -451,35 +418,10 @@ class FastForward:
         self.skipped_ops += skipped
         self.detailed_window_ops += total
         self.cycles += 1
-        self._skips.append((t1, group, per_op, fns, h * fns))
-        if top > group:
-            self._grow(group, top)
+        self._skips.append((t1, ratio, per_op, fns, h * fns))
         self.pending = {j: k for j, k in n.items() if k}
         if self.pending:
             self.state = SKIPPING
-
-    def _grow(self, group: float, top: float) -> None:
-        """The ratio of the group's next skip: doubled in windows (up to ``top``) while the group has
-        :data:`ADAPT_MIN` skips and its 95% half-width is within :data:`ADAPT_TOL` of its skipped time,
-        else the group's own (docs/performance.md, session 36)."""
-        sk = [(fns, hw, per_op) for _, g, per_op, fns, hw in self._skips if g == group]
-        cur = self.grown.get(group, group)
-        if len(sk) >= ADAPT_MIN and self._group_half(sk) <= ADAPT_TOL * sum(f for f, _, _ in sk):
-            self.grown[group] = min(top, 2.0 * (cur + 1.0) - 1.0)
-        else:
-            self.grown[group] = group
-
-    @staticmethod
-    def _group_half(sk: list[tuple[int, float, float]]) -> float:
-        """95% half-width (ns) of one group's skipped time; ``sk``: (skipped ns, own half-width, ns per op)."""
-        quad = math.sqrt(sum(hw * hw for _, hw, _ in sk))
-        if len(sk) < LRD_MIN:
-            # too few windows to see their correlation: fully correlated, each at least the drift the steady
-            # test accepts (a window whose batches are all alike has h = 0)
-            return sum(max(hw, STEADY_TOL * f) for f, hw, _ in sk)
-        sizes = [float(f) for f, _, _ in sk]
-        se = lrd_rel_se([p for _, _, p in sk]) * unequal_weights(sizes)
-        return max(quad, t975(len(sk) - 1) * se * sum(sizes))
 
     @property
     def ci95_ns(self) -> float:
@@ -488,13 +430,21 @@ class FastForward:
 
     def ci95_ns_since(self, t: int) -> float:
         """The same half-width over the skips made at engine time ``t`` or later (a counted stretch)."""
-        groups: dict[float, list[tuple[int, float, float]]] = {}
+        groups: dict[float, list[tuple[float, int, float]]] = {}
         for at, g, per_op, fns, hw in self._skips:
             if at >= t:
-                groups.setdefault(g, []).append((fns, hw, per_op))
+                groups.setdefault(g, []).append((per_op, fns, hw))
         var = 0.0
         for g in sorted(groups):
-            half = self._group_half(groups[g])
+            sk = groups[g]
+            quad = math.sqrt(sum(hw * hw for _, _, hw in sk))
+            if len(sk) < LRD_MIN:
+                # too few windows to see their correlation: fully correlated, each at least the drift the steady
+                # test accepts (a window whose batches are all alike has h = 0)
+                half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
+            else:
+                se = lrd_rel_se([p for p, _, _ in sk])
+                half = max(quad, t975(len(sk) - 1) * se * sum(f for _, f, _ in sk))
             var += half * half
         return math.sqrt(var)
 

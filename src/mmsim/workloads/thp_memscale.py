@@ -82,9 +82,6 @@ FF_TAIL = 16
 # window once every steady thread is in its check (host time only, checked against --exact in
 # tests/experiments/test_fast_forward.py and docs/performance.md).
 FF_CHECK_SKIP_RATIO = 49.0
-# ... growing, while the check's CI stays within sampling.ADAPT_TOL of its skipped time, up to FF_CHECK_MAX_RATIO
-# (three doublings of 49, in windows: a four-hundredth of the calls in detail; docs/performance.md, session 36)
-FF_CHECK_MAX_RATIO = 399.0
 
 
 def parse_bytes(v: str) -> int:
@@ -255,8 +252,7 @@ class ThpMemscale:
         lo = -(-start // 4096) * 4096
         n = max(0, (end - lo) // 4096)
         if ff is not None:
-            ff.register(t.tid, n, t.cpu, start=first, skip_ratio=FF_CHECK_SKIP_RATIO,
-                        max_ratio=FF_CHECK_MAX_RATIO)
+            ff.register(t.tid, n, t.cpu, start=first, skip_ratio=FF_CHECK_SKIP_RATIO)
         i = 0
         addr = start & ~4095
         while addr < end:
