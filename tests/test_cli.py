@@ -82,6 +82,15 @@ def test_command_list_gives_each_description_whole(capsys: Cap, monkeypatch: pyt
     assert code == 0 and len(rows) == 1 and "the profile and lock_stat" in rows[0], out
 
 
+def test_a_commands_later_paragraphs_flow_as_one(capsys: Cap, monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich markup mode kept the docstring's line breaks in a command's later paragraphs too: reproduce's
+    # "Exits 0 when ... outside its" / "band: that is reported ..." came out as two short lines
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = cli(capsys, "reproduce", "--help")
+    rows = [ln for ln in out.splitlines() if "Exits 0 when the experiments ran" in ln]
+    assert code == 0 and len(rows) == 1 and "not hidden behind an exit code" in rows[0], out
+
+
 def test_python_dash_m_mmsim() -> None:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}

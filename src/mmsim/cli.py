@@ -464,12 +464,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return rv
 
 
+def _flow(paragraph: str) -> str:
+    """One help paragraph as one line for the terminal to wrap, unless its lines are laid out on purpose
+    (click's ``\\b`` marker, an indented line, a list item)."""
+    lines = paragraph.split("\n")
+    if paragraph.startswith("\b") or any(ln[:1].isspace() or ln.lstrip().startswith(("- ", "* ")) for ln in lines[1:]):
+        return paragraph
+    return " ".join(paragraph.split())
+
+
 def _short_helps(group: Any) -> None:
-    """A command list shows each command's first paragraph as one line: rich markup mode keeps a
-    docstring's line breaks inside it, which broke the list's descriptions mid-sentence."""
+    """A command list shows each command's first paragraph as one line, and a command's help flows each
+    paragraph as one: rich markup mode keeps a docstring's line breaks inside a paragraph, which broke the
+    list's descriptions and the later paragraphs of ``--help`` mid-sentence."""
     for sub in getattr(group, "commands", {}).values():
         if sub.short_help is None and sub.help:
             sub.short_help = " ".join(sub.help.split("\n\n", 1)[0].split())
+        if sub.help:
+            sub.help = "\n\n".join(_flow(p) for p in sub.help.strip().split("\n\n"))
         _short_helps(sub)
 
 
