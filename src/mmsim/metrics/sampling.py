@@ -41,7 +41,9 @@ contended run's rate has long-range dependence (docs/performance.md, session 32:
 threads meet at a shared line keeps a pattern for milliseconds), so the skips' errors are correlated. Per
 group of skips (one skip ratio: one kind of steady region), :func:`lrd_rel_se` estimates the relative
 standard error of the mean of its windows' rates by the variance-time method, and the group's 95%
-half-width is ``t(n-1) x`` that ``x`` its skipped time; never less than the skips' own half-widths in
+half-width is ``t(n-1) x`` that ``x`` its skipped time, plus the windows' trend (:func:`trend_rel`: how far
+their rate moved between the earlier and the later half) ``x`` its skipped time, since the rate after the last
+window is never seen (session 37: the 512-thread convoys drift on past their windows); never less than the skips' own half-widths in
 quadrature (each window's batch noise ``h``, or its drift from the window before, step 3), and with fewer
 than :data:`LRD_MIN` windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
 Groups add in quadrature. Reported as
@@ -114,6 +116,22 @@ def lrd_rel_se(rates: list[float]) -> float:
     slope = sum((x - xm) * (y - ym) for x, y in pts) / sum((x - xm) ** 2 for x, _ in pts)
     slope = min(0.0, max(-1.0, slope))
     return math.sqrt(math.exp(ym + slope * (math.log(n) - xm)))
+
+
+def trend_rel(rates: list[float]) -> float:
+    """How far a contiguous series of window rates moved while it was watched: ``|m2 / m1 - 1|``, the means of
+    its later and earlier halves (the middle value of an odd count in the later half). A skip moves no engine
+    time, so whatever the rate does after the last window is never simulated; the fast mode's CI takes this as a
+    bias bound on the skipped time and adds it linearly to the variance-time half-width (docs/performance.md,
+    session 37). 0.0 for fewer than two values."""
+    n = len(rates)
+    if n < 2:
+        return 0.0
+    h = n // 2
+    m1 = sum(rates[:h]) / h
+    m2 = sum(rates[h:]) / (n - h)
+    return abs(m2 / m1 - 1.0) if m1 > 0 else 0.0
+
 
 WAIT, WINDOW, SKIPPING = range(3)
 
@@ -443,8 +461,9 @@ class FastForward:
                 # test accepts (a window whose batches are all alike has h = 0)
                 half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
             else:
-                se = lrd_rel_se([p for p, _, _ in sk])
-                half = max(quad, t975(len(sk) - 1) * se * sum(f for _, f, _ in sk))
+                rates = [p for p, _, _ in sk]
+                s = sum(f for _, f, _ in sk)
+                half = max(quad, (t975(len(sk) - 1) * lrd_rel_se(rates) + trend_rel(rates)) * s)
             var += half * half
         return math.sqrt(var)
 
