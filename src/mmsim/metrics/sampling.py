@@ -41,12 +41,15 @@ contended run's rate has long-range dependence (docs/performance.md, session 32:
 threads meet at a shared line keeps a pattern for milliseconds), so the skips' errors are correlated. Per
 group of skips (one skip ratio: one kind of steady region), :func:`lrd_rel_se` estimates the relative
 standard error of the mean of its windows' rates by the variance-time method, and the group's 95%
-half-width is ``t(n-1) x`` that ``x`` its skipped time, plus the windows' trend (:func:`trend_rel`: how far
-their rate moved between the earlier and the later half) ``x`` its skipped time, since the rate after the last
-window is never seen (session 37: the 512-thread convoys drift on past their windows); never less than the skips' own half-widths in
-quadrature (each window's batch noise ``h``, or its drift from the window before, step 3), and with fewer
-than :data:`LRD_MIN` windows those half-widths, each at least :data:`STEADY_TOL` of its skip, summed linearly.
-Groups add in quadrature. Reported as
+half-width is ``t(n-1) x`` that ``x`` its skipped time; where the skipped operations change no state (the
+region says so, :meth:`FastForward.register`), plus the windows' trend (:func:`trend_rel`: how far their rate
+moved between the earlier and the later half) ``x`` its skipped time, added linearly, since the process then
+stays at its windows' age and what its rate does after the last window is never seen (session 37: the
+512-thread node-check convoys drift on past their windows; a skip that applies its state change, such as a
+fault region's mapped pages, lets the next window follow a trend the state carries); never less than the
+skips' own half-widths in quadrature (each window's batch noise ``h``, or its drift from the window before,
+step 3), and with fewer than :data:`LRD_MIN` windows those half-widths, each at least :data:`STEADY_TOL` of its
+skip, summed linearly. Groups (a skip ratio and a kind of region) add in quadrature. Reported as
 ``elapsed_ci95_seconds`` (half-width) next to the elapsed time. Until session 32 the skips were added in
 quadrature as independent, which understated the error 2-5x.
 
@@ -313,15 +316,20 @@ class FastForward:
         self.windows_discarded = 0
         self.windows_unsteady = 0  # windows that did not agree with the one before (step 3)
         self._ref: tuple[float, float] | None = None  # (ns per operation, its relative 95% half-width)
+        # threads whose current region changes no state when it is skipped (register's ``stateless``)
+        self.stateless: set[int] = set()
         # per skip: (engine time, its group: the skip ratio, the window's ns per operation, the skipped ns, the
-        # skip's own 95% half-width in ns)
-        self._skips: list[tuple[int, float, float, int, float]] = []
+        # skip's own 95% half-width in ns, whether a region in it changes no state: the group's other half)
+        self._skips: list[tuple[int, float, float, int, float, bool]] = []
 
-    def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None) -> None:
+    def register(self, i: int, nops: int, cpu: int, start: int = 0, skip_ratio: float | None = None,
+                 stateless: bool = False) -> None:
         """Thread ``i`` (alone on ``cpu``) has a steady region of ``nops`` operations, numbered from
         ``start``. A thread with several regions (will-it-scale's rounds) registers each one after
         :meth:`leave` of the last, with ``start`` past the last one's end: positions only grow.
-        ``skip_ratio``: this region's own (a skip uses the smallest of the steady threads' regions)."""
+        ``skip_ratio``: this region's own (a skip uses the smallest of the steady threads' regions).
+        ``stateless``: a skipped operation of this region changes no state (thp_memscale's node check), so the
+        process does not age through its skips and the CI adds its windows' trend (:func:`trend_rel`)."""
         old = self.pos.get(i, 0)
         assert start >= old, "a thread's positions only grow"
         self.lo[i] = start
@@ -330,6 +338,10 @@ class FastForward:
         self.sum_pos += start - old
         self.cpu[i] = cpu
         self.ratio[i] = self.skip_ratio if skip_ratio is None else skip_ratio
+        if stateless:
+            self.stateless.add(i)
+        else:
+            self.stateless.discard(i)
 
     def _unsteady(self, i: int) -> None:
         if i in self.steady:
@@ -436,7 +448,7 @@ class FastForward:
         self.skipped_ops += skipped
         self.detailed_window_ops += total
         self.cycles += 1
-        self._skips.append((t1, ratio, per_op, fns, h * fns))
+        self._skips.append((t1, ratio, per_op, fns, h * fns, any(j in self.stateless for j in d)))
         self.pending = {j: k for j, k in n.items() if k}
         if self.pending:
             self.state = SKIPPING
@@ -448,13 +460,13 @@ class FastForward:
 
     def ci95_ns_since(self, t: int) -> float:
         """The same half-width over the skips made at engine time ``t`` or later (a counted stretch)."""
-        groups: dict[float, list[tuple[float, int, float]]] = {}
-        for at, g, per_op, fns, hw in self._skips:
+        groups: dict[tuple[float, bool], list[tuple[float, int, float]]] = {}
+        for at, g, per_op, fns, hw, still in self._skips:
             if at >= t:
-                groups.setdefault(g, []).append((per_op, fns, hw))
+                groups.setdefault((g, still), []).append((per_op, fns, hw))
         var = 0.0
-        for g in sorted(groups):
-            sk = groups[g]
+        for key in sorted(groups):
+            sk = groups[key]
             quad = math.sqrt(sum(hw * hw for _, _, hw in sk))
             if len(sk) < LRD_MIN:
                 # too few windows to see their correlation: fully correlated, each at least the drift the steady
@@ -462,8 +474,10 @@ class FastForward:
                 half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
             else:
                 rates = [p for p, _, _ in sk]
-                s = sum(f for _, f, _ in sk)
-                half = max(quad, (t975(len(sk) - 1) * lrd_rel_se(rates) + trend_rel(rates)) * s)
+                rel = t975(len(sk) - 1) * lrd_rel_se(rates)
+                if key[1]:  # the process stays at its windows' age through these skips (session 37)
+                    rel += trend_rel(rates)
+                half = max(quad, rel * sum(f for _, f, _ in sk))
             var += half * half
         return math.sqrt(var)
 

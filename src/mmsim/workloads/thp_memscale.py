@@ -252,7 +252,7 @@ class ThpMemscale:
         lo = -(-start // 4096) * 4096
         n = max(0, (end - lo) // 4096)
         if ff is not None:
-            ff.register(t.tid, n, t.cpu, start=first, skip_ratio=FF_CHECK_SKIP_RATIO)
+            ff.register(t.tid, n, t.cpu, start=first, skip_ratio=FF_CHECK_SKIP_RATIO, stateless=True)
         i = 0
         addr = start & ~4095
         while addr < end:
