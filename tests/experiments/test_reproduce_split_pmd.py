@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import pytest
 
@@ -102,3 +103,18 @@ def test_v313_note_names_each_page_table_lock() -> None:
     assert "% queued behind earlier writes and their re-read storms, " in notes[2]
     assert "% completed in the writer's own window" in notes[2]
     assert " µs until its re-read: IPC " in notes[2] and ", published 0.041)" in notes[2]
+
+
+@pytest.mark.slow
+def test_split_pmd_ptl_reports_the_fast_modes_ci() -> None:
+    """Both arms fast-forward the node check: each elapsed check carries its arm's 95% half-width and the
+    speed-up the two in quadrature (relative), so a user sees how far sampling could have moved it."""
+    o = _outcome()
+    checks = {c.metric: c for c in o.checks}
+    a, b = o.arms["v3.12"], o.arms["v3.13"]
+    ea, eb = a.sim["elapsed_ci95_seconds"], b.sim["elapsed_ci95_seconds"]
+    assert ea > 0 and eb > 0
+    assert checks["elapsed_seconds.v3.12"].ci95 == ea
+    assert checks["elapsed_seconds.v3.13"].ci95 == eb
+    ta, tb = checks["elapsed_seconds.v3.12"].simulated, checks["elapsed_seconds.v3.13"].simulated
+    assert checks["speedup"].ci95 == pytest.approx(ta / tb * math.hypot(ea / ta, eb / tb))
