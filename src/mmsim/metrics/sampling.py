@@ -39,7 +39,7 @@ gives byte-identical results.
 **CI.** The windows are one contiguous stretch of engine time (a skip does not move the clock), and a
 contended run's rate has long-range dependence (docs/performance.md, session 32: the order in which the
 threads meet at a shared line keeps a pattern for milliseconds), so the skips' errors are correlated. Per
-group of skips (one skip ratio: one kind of steady region), :func:`lrd_rel_se` estimates the relative
+group of skips (one skip ratio and one kind of region), :func:`lrd_rel_se` estimates the relative
 standard error of the mean of its windows' rates by the variance-time method, and the group's 95%
 half-width is ``t(n-1) x`` that ``x`` its skipped time; where the skipped operations change no state (the
 region says so, :meth:`FastForward.register`), plus the windows' trend (:func:`trend_rel`: how far their rate
