@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
-from mmsim.experiments.reproduce import Check, Experiment, register
+from mmsim.experiments.reproduce import Check, Experiment, change_pct_ci95, register
 from mmsim.experiments.run import RunResult, RunSpec
 
 # seeds/001's perf stat of the v3.12 arm
@@ -23,10 +21,11 @@ def _eval_split_pmd(res: dict[str, RunResult]) -> tuple[list[Check], list[str]]:
     tb = b.metrics["thp_memscale.elapsed_seconds"]
     sa, sb = _ptl_wait_share(a), _ptl_wait_share(b)
     ca, cb = a.perf["context-switches"], b.perf["context-switches"]
-    # the fast mode's 95% half-widths of the two elapsed times (None for an exact arm), and the ratio's
-    # (independent arms: relative errors in quadrature, to first order)
+    # the fast mode's 95% half-widths of the two elapsed times (None for an exact arm), and the ratio's: that of
+    # the change from v3.13 to v3.12, as a fraction (independent arms, relative errors in quadrature)
     ea, eb = a.sim.get("elapsed_ci95_seconds"), b.sim.get("elapsed_ci95_seconds")
-    er = None if ea is None and eb is None else ta / tb * math.hypot((ea or 0.0) / ta, (eb or 0.0) / tb)
+    er = change_pct_ci95(tb, eb, ta, ea)
+    er = None if er is None else er / 100.0
     checks = [
         Check("speedup", 1075.909782795 / 29.694499652, ta / tb, (18.0, 72.0), "v3.12 elapsed / v3.13 elapsed",
               ci95=er),
