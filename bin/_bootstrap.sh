@@ -31,6 +31,9 @@ _mmsim_bootstrap() {
         # pip's own progress (one line per package, download bars on a terminal), on stderr.
         "$MMSIM_PY" -m pip install --disable-pip-version-check --progress-bar on -e "$MMSIM_ROOT[dev]" >&2 \
             || return 1
+        # The optional compiled core (src/mmsim/corebuild.py: ~1 min with mypyc; identical results, less host
+        # time). Never fails the install: without a compiler everything runs as pure Python.
+        "$MMSIM_PY" -m mmsim.corebuild --bootstrap >&2 || true
         touch "$_stamp"
     fi
 }

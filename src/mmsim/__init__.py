@@ -18,6 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# The optional compiled core (mmsim/corebuild.py builds it): its modules, when built for these sources, load from the
+# build instead of their .py files; must come before anything imports them. Identical results either way.
+from mmsim import _coreload
+
+_coreload.install()
+
 __all__ = ["RunSpec", "bisect", "compare", "get_machine", "reproduce", "resolve_kernel", "results", "run", "sweep"]
 
 if TYPE_CHECKING:

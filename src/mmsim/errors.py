@@ -34,3 +34,8 @@ def _short_repr(value: object) -> str:
 
 class RunFailure(RuntimeError):
     """A valid run could not complete because of its environment (not a bug, not bad input)."""
+
+
+class SimulationError(RuntimeError):
+    """An inconsistency inside the model (a bug, not a user error). Raised by the engine
+    (``mmsim.engine.core`` re-exports it) and the models."""

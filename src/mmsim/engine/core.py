@@ -22,14 +22,13 @@ from typing import Any
 
 from mmsim.engine.rng import RngStreams
 
+# defined there: a class of a compiled module (mmsim.corebuild) cannot subclass RuntimeError
+from mmsim.errors import SimulationError as SimulationError
+
 #: Sentinel yielded by a task that has put itself into a wait queue.
 PARK: Any = object()
 
 TaskGen = Generator[Any, Any, None]
-
-
-class SimulationError(RuntimeError):
-    """An inconsistency inside the model (a bug, not a user error)."""
 
 
 class Task:

@@ -68,8 +68,8 @@ owner after the snoop queues for the line behind the request. The lock models or
 on the lock word at that arrival (:meth:`CacheLine.arrival`), so a releaser that comes straight back takes
 the lock again ahead of a request whose snoop has not reached it yet.
 
-All transfer costs come from :func:`_transfer_ns`, the one place that asks the
-machine: HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
+All transfer costs come from the machine's ``xfer_table`` (:class:`LineCosts`, the one place that
+asks the machine): HITM (``line_xfer_*_ns``) for modified lines, HIT (``line_hit_*_ns``)
 for clean forwards, by distance.
 """
 
@@ -122,14 +122,6 @@ def pause_ns(machine: Machine) -> float:
     return cache_org(machine.name).pause_cycles / machine.freq_ghz
 
 
-def _transfer_ns(machine: Machine, src: int, dst: int, modified: bool) -> float:
-    """ns to bring a line held by ``src`` to ``dst``: a HITM (``modified``, the
-    line is dirty in ``src``'s cache) or a HIT (clean forward), from the cost
-    model's line-transfer figures by distance (``Machine.xfer_ns``). The single
-    place lock code reads transfer costs."""
-    return machine.xfer_ns(src, dst, modified=modified)
-
-
 class LineCosts:
     """The transfer costs of one machine in the shapes the lock code reads them.
 
@@ -154,8 +146,10 @@ class LineCosts:
 
     def __init__(self, machine: Machine) -> None:
         n = machine.ncpus
-        self.hitm = [[_transfer_ns(machine, a, b, True) for b in range(n)] for a in range(n)]
-        self.hit = [[_transfer_ns(machine, a, b, False) for b in range(n)] for a in range(n)]
+        # built by the (pure Python) machine model, whose elements are its few cost objects: a compiled core
+        # (mmsim.corebuild) would box each element anew, ~65 MB for a 512-CPU machine's two tables
+        self.hitm: list[list[float]] = machine.xfer_table(modified=True)
+        self.hit: list[list[float]] = machine.xfer_table(modified=False)
         self.sock: tuple[int, ...] = tuple(machine._cpu_socket)  # type: ignore[attr-defined]
         self.core: tuple[int, ...] = tuple(machine._cpu_core)  # type: ignore[attr-defined]
         self.smt = float(machine.cost.line_xfer_smt_ns)

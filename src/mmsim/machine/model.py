@@ -391,6 +391,13 @@ class Machine:
         t = self._socket_xfer if modified else self._socket_hit  # type: ignore[attr-defined]
         return t[s[src_cpu]][s[dst_cpu]]  # type: ignore[no-any-return]
 
+    def xfer_table(self, modified: bool = True) -> list[list[float]]:
+        """:meth:`xfer_ns` for every (src, dst) pair: ``table[src][dst]`` (the lock model's
+        :class:`~mmsim.locks.base.LineCosts`). Its elements are the cost model's own float objects,
+        shared, not one per pair: the 512-CPU tables stay ~9 MB in a compiled core too."""
+        n = self.ncpus
+        return [[self.xfer_ns(a, b, modified) for b in range(n)] for a in range(n)]
+
     def mem_latency_ns(self, cpu: int, node: int) -> float:
         """Idle load-to-use latency from ``cpu`` to memory on ``node`` (no cache hit)."""
         return self._mem_lat[self._cpu_socket[cpu]][node]  # type: ignore[attr-defined,no-any-return]
