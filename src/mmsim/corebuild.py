@@ -1,10 +1,10 @@
 """The optional compiled core: the simulator's hottest modules compiled with mypyc.
 
 ``python -m mmsim.corebuild`` compiles :data:`MODULES` (the event loop, the counters, the cache-line and
-spinlock models: ~60 % of a contended run's host time) with mypyc into
+spinlock models: about half of a contended run's host time) with mypyc into
 ``$XDG_CACHE_HOME/mmsim/core-<tag>/`` (default ``~/.cache/mmsim``), ``<tag>`` a hash of those modules'
-sources and of the Python ABI. ``import mmsim`` (:func:`install`) then loads them from there instead of the
-``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a stale build is never used:
+sources and of the Python ABI. ``import mmsim`` (:func:`mmsim._coreload.install`) then loads them from
+there instead of the ``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a stale build is never used:
 the run is pure Python until the next build. The results are the same to the bit either way (the same
 float operations in the same order; ``tests/test_corebuild.py`` compares the JSON of both modes);
 only the host time differs (docs/performance.md, session 38).
@@ -89,6 +89,8 @@ def build(quiet: bool = False) -> Path | None:
             "tag": final.name[5:], "modules": list(MODULES), "python": sys.version,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.time() - t0, 1)}, indent=1) + "\n")
+        if final.is_dir() and built() is None:  # left half-made by a build that was killed: not used, replaced
+            shutil.rmtree(final, ignore_errors=True)
         try:
             os.replace(out, final)  # atomic: a concurrent build that finished first keeps its directory
         except OSError:
