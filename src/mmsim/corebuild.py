@@ -4,8 +4,8 @@
 spinlock models: about half of a contended run's host time) with mypyc into
 ``$XDG_CACHE_HOME/mmsim/core-<tag>/`` (default ``~/.cache/mmsim``), ``<tag>`` a hash of those modules'
 sources and of the Python ABI. ``import mmsim`` (:func:`mmsim._coreload.install`) then loads them from
-there instead of the ``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a stale build is never used:
-the run is pure Python until the next build. The results are the same to the bit either way (the same
+there instead of the ``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a
+stale build is never used: the run is pure Python until the next build. The results are the same to the bit either way (the same
 float operations in the same order; ``tests/test_corebuild.py`` compares the JSON of both modes);
 only the host time differs (docs/performance.md, session 38).
 
