@@ -20,8 +20,6 @@ from types import ModuleType
 # for that reason). Chosen by host time (docs/performance.md, session 38).
 MODULES = ("engine/core.py", "metrics/counters.py", "locks/base.py", "locks/spinlock.py")
 PKG = Path(__file__).resolve().parent
-BUILD_TIMEOUT_S = 900
-KEEP_BUILDS = 3  # core-* directories kept in the cache (older ones are removed after a build)
 
 
 def _cache() -> Path:

@@ -26,7 +26,10 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmsim._coreload import BUILD_TIMEOUT_S, KEEP_BUILDS, MODULES, PKG, _cache, built, core_dir
+from mmsim._coreload import MODULES, PKG, _cache, built, core_dir
+
+BUILD_TIMEOUT_S = 900
+KEEP_BUILDS = 3  # core-* directories kept in the cache (older ones are removed after a build)
 
 
 def _why_not() -> str | None:
