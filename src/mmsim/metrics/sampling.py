@@ -100,23 +100,23 @@ def lrd_rel_se(rates: list[float]) -> float:
     fit to a block of all ``n``. Needs :data:`LRD_MIN` values (two block sizes to fit); 0.0 for a constant
     series."""
     n = len(rates)
-    mu = sum(rates) / n
+    mu = sum(rates, 0.0) / n
     pts: list[tuple[float, float]] = []
     m = 1
     while n // m >= 3:
         k = n // m
-        b = [sum(rates[i * m:(i + 1) * m]) / m for i in range(k)]
-        bm = sum(b) / k
-        v = sum((x - bm) ** 2 for x in b) / (k - 1) / (mu * mu)
+        b = [sum(rates[i * m:(i + 1) * m], 0.0) / m for i in range(k)]
+        bm = sum(b, 0.0) / k
+        v = sum(((x - bm) ** 2 for x in b), 0.0) / (k - 1) / (mu * mu)
         if v <= 0.0:
             break
         pts.append((math.log(m), math.log(v)))
         m *= 2
     if len(pts) < 2:
         return 0.0
-    xm = sum(x for x, _ in pts) / len(pts)
-    ym = sum(y for _, y in pts) / len(pts)
-    slope = sum((x - xm) * (y - ym) for x, y in pts) / sum((x - xm) ** 2 for x, _ in pts)
+    xm = sum((x for x, _ in pts), 0.0) / len(pts)
+    ym = sum((y for _, y in pts), 0.0) / len(pts)
+    slope = sum(((x - xm) * (y - ym) for x, y in pts), 0.0) / sum(((x - xm) ** 2 for x, _ in pts), 0.0)
     slope = min(0.0, max(-1.0, slope))
     return math.sqrt(math.exp(ym + slope * (math.log(n) - xm)))
 
@@ -131,8 +131,8 @@ def trend_rel(rates: list[float]) -> float:
     if n < 2:
         return 0.0
     h = n // 2
-    m1 = sum(rates[:h]) / h
-    m2 = sum(rates[h:]) / (n - h)
+    m1 = sum(rates[:h], 0.0) / h
+    m2 = sum(rates[h:], 0.0) / (n - h)
     return abs(m2 / m1 - 1.0) if m1 > 0 else 0.0
 
 
@@ -415,8 +415,8 @@ class FastForward:
             return
         # batch means of the time per operation (equal operation counts per batch, roughly)
         durs = [b - a for a, b in itertools.pairwise(marks)]
-        mean = sum(durs) / len(durs)
-        var = sum((x - mean) ** 2 for x in durs) / (len(durs) - 1)
+        mean = sum(durs, 0.0) / len(durs)
+        var = sum(((x - mean) ** 2 for x in durs), 0.0) / (len(durs) - 1)
         h = T975_7 * math.sqrt(var / len(durs)) / mean if mean > 0 else 0.0
         per_op, ref = w / total, self._ref
         self._ref = (per_op, h)
@@ -467,17 +467,17 @@ class FastForward:
         var = 0.0
         for key in sorted(groups):
             sk = groups[key]
-            quad = math.sqrt(sum(hw * hw for _, _, hw in sk))
+            quad = math.sqrt(sum((hw * hw for _, _, hw in sk), 0.0))
             if len(sk) < LRD_MIN:
                 # too few windows to see their correlation: fully correlated, each at least the drift the steady
                 # test accepts (a window whose batches are all alike has h = 0)
-                half = sum(max(hw, STEADY_TOL * f) for _, f, hw in sk)
+                half = sum((max(hw, STEADY_TOL * f) for _, f, hw in sk), 0.0)
             else:
                 rates = [p for p, _, _ in sk]
                 rel = t975(len(sk) - 1) * lrd_rel_se(rates)
                 if key[1]:  # the process stays at its windows' age through these skips (session 37)
                     rel += trend_rel(rates)
-                half = max(quad, rel * sum(f for _, f, _ in sk))
+                half = max(quad, rel * sum((f for _, f, _ in sk), 0.0))
             var += half * half
         return math.sqrt(var)
 
