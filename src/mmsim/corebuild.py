@@ -1,13 +1,13 @@
 """The optional compiled core: the simulator's hottest modules compiled with mypyc.
 
-``python -m mmsim.corebuild`` compiles :data:`MODULES` (the event loop, the counters, the cache-line and
-spinlock models: about half of a contended run's host time) with mypyc into
-``$XDG_CACHE_HOME/mmsim/core-<tag>/`` (default ``~/.cache/mmsim``), ``<tag>`` a hash of those modules' sources
-and of the Python ABI. ``import mmsim`` (:func:`mmsim._coreload.install`) then loads them from there instead
-of the ``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a stale build is never
-used: the run is pure Python until the next build. The results are the same to the bit either way (the same
-float operations in the same order; ``tests/test_corebuild.py`` compares the JSON of both modes); only the
-host time differs (docs/performance.md, session 38).
+``python -m mmsim.corebuild`` compiles :data:`MODULES` (the event loop, the counters, the fast mode, the
+cache-line and spinlock models, the node check's path: about half of a contended run's host time) with mypyc
+into ``$XDG_CACHE_HOME/mmsim/core-<tag>/`` (default ``~/.cache/mmsim``), ``<tag>`` a hash of those modules'
+sources and of the Python ABI. ``import mmsim`` (:func:`mmsim._coreload.install`) then loads them from there
+instead of the ``.py`` files, unless ``MMSIM_CORE=pure``. An edited module changes the tag, so a stale build
+is never used: the run is pure Python until the next build. The results are the same to the bit either way
+(the same float operations in the same order; ``tests/test_corebuild.py`` compares the JSON of both modes);
+only the host time differs (docs/performance.md, session 38).
 
 ``./bin/mmsim`` and ``./bin/test`` build it once, when they install the checkout into ``.venv``; without a C
 compiler, Python headers or mypyc the build is skipped with one line and everything runs as pure Python.
